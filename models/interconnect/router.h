@@ -1,0 +1,111 @@
+// The on-chip interconnect: an approximately-timed TLM-2.0 router (4-phase base protocol) that
+// connects any number of initiators to the memory-mapped targets of an address map.
+//
+// - Address decode from the map; the target sees addresses relative to its base. An unmapped
+//   address completes at once with TLM_ADDRESS_ERROR_RESPONSE.
+// - Per target port, requests wait in one queue per initiator and are forwarded one at a time
+//   (the base protocol's request exclusion) with round-robin arbitration between initiators.
+//   A target's END_REQ is passed back to the initiator, so back-pressure propagates.
+// - Responses are buffered per initiator port and delivered in order of readiness.
+// - Every port has a latency (a crossing pays the latency of both ports it uses) and a
+//   bandwidth per direction: a port's data transfers are serialised on it (a transfer of B bytes
+//   occupies it B / bandwidth), overlapping with the memory's own transfer when the port is idle.
+// - transport_dbg is decoded and passed through, for preloading memories.
+// Unknown phases are fatal errors.
+#pragma once
+
+#include "platform/config/config.h"
+#include "platform/stats/stats.h"
+
+#include <systemc>
+#include <tlm>
+#include <tlm_utils/multi_passthrough_initiator_socket.h>
+#include <tlm_utils/multi_passthrough_target_socket.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kelle {
+
+class router : public sc_core::sc_module {
+ public:
+  tlm_utils::multi_passthrough_target_socket<router> target_socket;        // initiators bind here
+  tlm_utils::multi_passthrough_initiator_socket<router> initiator_socket;  // targets bind here
+
+  // `params` is system.interconnect: latency_ns and bandwidth_GBps of every port, and
+  // ports.<name>.{latency_ns, bandwidth_GBps} for one port.
+  router(const sc_core::sc_module_name& name, const config_node& params);
+  ~router() override;
+
+  // Declare ports in the order their sockets are bound. Address ranges must not overlap.
+  void add_target(const std::string& name, std::uint64_t base, std::uint64_t size);
+  void add_initiator(const std::string& name);
+
+  struct mapping {
+    std::string name;
+    std::uint64_t base, size;
+  };
+  std::vector<mapping> address_map() const;
+  // The global base address of a target port by name (throws std::out_of_range if unknown).
+  std::uint64_t base_of(const std::string& target) const;
+
+ private:
+  struct pending {
+    tlm::tlm_generic_payload* t;
+    sc_core::sc_time ready;
+  };
+  struct port {
+    std::string name;
+    sc_core::sc_time latency;
+    double Bps;                      // bytes per second per direction (inf: no limit)
+    sc_core::sc_time down_free;      // when the port's downstream (request data) link is free
+    sc_core::sc_time up_free;        // when its upstream (response data) link is free
+    sc_core::sc_event wake;
+    stat* transactions = nullptr;
+    stat* bytes = nullptr;
+    stat* wait = nullptr;
+  };
+  struct target_port : port {
+    std::uint64_t base = 0, size = 0;
+    std::vector<std::deque<pending>> queues;  // one per initiator
+    unsigned rr = 0;                          // next initiator the arbiter looks at
+    tlm::tlm_generic_payload* awaiting_end_req = nullptr;
+    sc_core::sc_event end_req;
+  };
+  struct initiator_port : port {
+    std::deque<pending> responses;  // ordered by ready time
+    sc_core::sc_event end_resp;
+  };
+  struct route;  // the tlm_extension that carries the route of a transaction
+
+  tlm::tlm_sync_enum nb_transport_fw(int id, tlm::tlm_generic_payload& t, tlm::tlm_phase& ph,
+                                     sc_core::sc_time& delay);
+  tlm::tlm_sync_enum nb_transport_bw(int id, tlm::tlm_generic_payload& t, tlm::tlm_phase& ph,
+                                     sc_core::sc_time& delay);
+  unsigned int transport_dbg(int id, tlm::tlm_generic_payload& t);
+  void before_end_of_elaboration() override;
+  void target_thread(unsigned ti);
+  void initiator_thread(unsigned ii);
+  int decode(std::uint64_t addr) const;
+  void configure_port(port& p, const std::string& name);
+  void push_response(tlm::tlm_generic_payload& t, const sc_core::sc_time& at);
+  route* take_route();
+  // Serialises `bytes` on a link that is free from `link_free`; returns when they have passed.
+  static sc_core::sc_time pass(sc_core::sc_time& link_free, double Bps, std::uint64_t bytes,
+                               const sc_core::sc_time& at);
+
+  config_node m_params;
+  sc_core::sc_time m_default_latency;
+  double m_default_Bps;
+  std::vector<std::unique_ptr<target_port>> m_targets;
+  std::vector<std::unique_ptr<initiator_port>> m_initiators;
+  // Route extensions not in use. One in flight belongs to its payload until the router takes
+  // it back, so a payload freed mid-flight (end of simulation) frees it with its extensions.
+  std::vector<route*> m_free_routes;
+  stat_group m_stats;
+  stat& m_decode_errors;
+};
+
+}  // namespace kelle

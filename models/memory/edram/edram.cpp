@@ -1,0 +1,193 @@
+#include "models/memory/edram/edram.h"
+
+#include <cmath>
+
+namespace kelle {
+
+edram::edram(const memory_args& a)
+    : banked_array(a, "edram"),
+      m_retention(retention_model::from_tech(a.tech.child("edram"))),
+      m_expected_read_errors(m_stats.counter(
+          "expected_bit_errors_read", "bits",
+          "sum over reads of live bits x P(fail | time since the last refresh tick)")),
+      m_bits_read_live(m_stats.counter("live_bits_read", "bits", "bits read from live data")) {
+  const config_node tech = a.tech.child("edram");
+  const double ref_bytes =
+      tech.require_double("reference_capacity_MiB", "capacity the cell figures are given for, MiB", 1e-9) *
+      1024 * 1024;
+  m_refresh_J_per_bit =
+      tech.require_double("refresh_energy_mJ_per_pass", "energy of one refresh pass over the reference array, mJ", 0) *
+      1e-3 / (ref_bytes * 8);
+  m_refresh_row_time = sc_core::sc_time(
+      tech.require_double("refresh_row_ns", "time a bank is busy refreshing one row, ns", 0), sc_core::SC_NS);
+  m_row_bytes = tech.require_double("refresh_row_bytes", "bytes refreshed per row operation", 1);
+  const double retention_us = tech.require_double("retention_us", "retention time guaranteed free of failures, us", 1e-6);
+  const double interval_us = a.params.get_double(
+      "refresh_interval_us", retention_us,
+      "default refresh interval in us (default: tech.edram.retention_us)", 1e-6);
+  m_scope_all = a.params.get_choice("refresh_scope", "written", {"written", "all"}) == "all";
+
+  m_intervals.push_back(interval_class{sc_core::sc_time(interval_us, sc_core::SC_US)});
+  m_segments.emplace(0, segment{capacity_bytes(), 0, m_scope_all});
+  if (m_scope_all) m_intervals[0].live_bytes = capacity_bytes();
+
+  m_stats.energy("refresh", "refreshed bits x refresh energy per bit",
+                 [this] { return refreshed_bytes() * 8 * m_refresh_J_per_bit; });
+  m_stats.formula("refreshed_bytes", "B", "bytes refreshed (live bytes x refresh ticks)",
+                  [this] { return refreshed_bytes(); });
+  m_stats.formula("refresh_passes", "count", "refreshed bytes / capacity (equivalent full passes)",
+                  [this] { return refreshed_bytes() / static_cast<double>(capacity_bytes()); });
+  m_stats.formula("refresh_busy_time", "s",
+                  "average time per bank spent refreshing rows (refreshed rows x row time / banks)",
+                  [this] {
+                    return refreshed_bytes() / m_row_bytes * m_refresh_row_time.to_seconds() / m_banks;
+                  });
+  m_stats.formula("live_bytes", "B", "bytes being refreshed at the end of the run",
+                  [this] { return static_cast<double>(live_bytes()); });
+  m_stats.formula("retention_failure_rate", "fraction",
+                  "average over stored bit-time of P(fail | refresh interval)", [this] {
+                    advance(sc_core::sc_time_stamp());
+                    double w = 0, p = 0;
+                    for (const auto& c : m_intervals) {
+                      w += c.live_bit_s;
+                      p += c.live_bit_s * m_retention.failure_probability(c.period.to_seconds());
+                    }
+                    return w > 0 ? p / w : 0.0;
+                  });
+}
+
+unsigned edram::interval_index(const sc_core::sc_time& period) {
+  for (unsigned i = 0; i < m_intervals.size(); ++i)
+    if (m_intervals[i].period == period) return i;
+  m_intervals.push_back(interval_class{period});
+  return static_cast<unsigned>(m_intervals.size() - 1);
+}
+
+void edram::advance(const sc_core::sc_time& now) {
+  if (now <= m_accounted_until) return;
+  const double t0 = m_accounted_until.to_seconds(), t1 = now.to_seconds();
+  for (auto& c : m_intervals) {
+    if (c.live_bytes == 0) continue;
+    const sc_core::sc_time::value_type p = c.period.value();
+    const double ticks = static_cast<double>(now.value() / p - m_accounted_until.value() / p);
+    c.refreshed_bytes += static_cast<double>(c.live_bytes) * ticks;
+    c.live_bit_s += static_cast<double>(c.live_bytes) * 8 * (t1 - t0);
+  }
+  m_accounted_until = now;
+}
+
+double edram::refreshed_bytes() {
+  advance(sc_core::sc_time_stamp());
+  double s = 0;
+  for (const auto& c : m_intervals) s += c.refreshed_bytes;
+  return s;
+}
+
+std::uint64_t edram::live_bytes() const {
+  std::uint64_t s = 0;
+  for (const auto& c : m_intervals) s += c.live_bytes;
+  return s;
+}
+
+std::map<std::uint64_t, edram::segment>::iterator edram::split(std::uint64_t at) {
+  auto it = m_segments.upper_bound(at);
+  --it;  // the segment containing `at` (segments cover [0, capacity))
+  if (it->first == at) return it;
+  segment tail = it->second;
+  it->second.end = at;
+  return m_segments.emplace_hint(std::next(it), at, tail);
+}
+
+void edram::merge_around(std::uint64_t b, std::uint64_t e) {
+  auto it = m_segments.upper_bound(b);
+  if (it != m_segments.begin()) --it;
+  if (it != m_segments.begin()) --it;
+  while (it != m_segments.end() && it->first <= e) {
+    auto next = std::next(it);
+    if (next == m_segments.end()) break;
+    if (it->second == next->second && it->second.end == next->first) {
+      it->second.end = next->second.end;
+      m_segments.erase(next);
+    } else {
+      it = next;
+    }
+  }
+}
+
+template <class F>
+void edram::update(std::uint64_t b, std::uint64_t e, F f) {
+  if (e > capacity_bytes()) e = capacity_bytes();
+  if (b >= e) return;
+  advance(sc_core::sc_time_stamp());
+  split(b);
+  if (e < capacity_bytes()) split(e);
+  for (auto it = m_segments.find(b); it != m_segments.end() && it->first < e; ++it) {
+    segment& s = it->second;
+    const std::uint64_t n = s.end - it->first;
+    if (s.live) m_intervals[s.interval].live_bytes -= n;
+    f(s);
+    if (s.live) m_intervals[s.interval].live_bytes += n;
+  }
+  merge_around(b, e);
+}
+
+void edram::on_write(std::uint64_t addr, std::uint64_t len) {
+  update(addr, addr + len, [](segment& s) { s.live = true; });
+}
+
+void edram::release(std::uint64_t addr, std::uint64_t len) {
+  if (m_scope_all) return;
+  update(addr, addr + len, [](segment& s) { s.live = false; });
+}
+
+void edram::set_refresh_interval(std::uint64_t addr, std::uint64_t len, const sc_core::sc_time& interval) {
+  if (interval <= sc_core::SC_ZERO_TIME)
+    SC_REPORT_ERROR(name(), "set_refresh_interval: the interval must be positive");
+  const unsigned idx = interval_index(interval);
+  update(addr, addr + len, [idx](segment& s) { s.interval = idx; });
+}
+
+double edram::access_share(const sc_core::sc_time&) {
+  // Rows refreshed per second per bank x time per row refresh.
+  double busy = 0;
+  for (const auto& c : m_intervals)
+    if (c.live_bytes)
+      busy += static_cast<double>(c.live_bytes) / m_row_bytes / c.period.to_seconds();
+  busy *= m_refresh_row_time.to_seconds() / m_banks;
+  if (busy >= 0.95) {
+    SC_REPORT_WARNING(name(), "refresh occupies more than 95 % of the banks' time; accesses are "
+                              "given 5 % (the refresh interval is too short for this array)");
+    return 0.05;
+  }
+  return 1.0 - busy;
+}
+
+void edram::read_errors(std::uint64_t addr, std::uint64_t len, const sc_core::sc_time& now) {
+  auto it = m_segments.upper_bound(addr);
+  --it;
+  const std::uint64_t end = addr + len;
+  for (; it != m_segments.end() && it->first < end; ++it) {
+    if (!it->second.live) continue;
+    const std::uint64_t b = std::max(it->first, addr), e = std::min(it->second.end, end);
+    const sc_core::sc_time& p = m_intervals[it->second.interval].period;
+    // Time since the last refresh tick (an upper bound for data written after that tick).
+    const double since = sc_core::sc_time::from_value(now.value() % p.value()).to_seconds();
+    const double bits = static_cast<double>(e - b) * 8;
+    m_bits_read_live += bits;
+    m_expected_read_errors += bits * m_retention.failure_probability(since);
+  }
+}
+
+sc_core::sc_time edram::service(tlm::tlm_command cmd, std::uint64_t addr, std::uint64_t len,
+                                const sc_core::sc_time& start) {
+  if (cmd == tlm::TLM_READ_COMMAND) read_errors(addr, len, start);
+  return banked_array::service(cmd, addr, len, start);
+}
+
+KELLE_REGISTER(memories(), "edram",
+               "banked 3T eDRAM: banked_array + lazy refresh accounting + retention failures",
+               [](const memory_args& a) -> std::unique_ptr<memory_target> {
+                 return std::make_unique<edram>(a);
+               });
+
+}  // namespace kelle

@@ -1,0 +1,81 @@
+// `edram`: a banked 3T gain-cell eDRAM array with refresh and retention.
+//
+// Refresh is accounted lazily, never with a SystemC event per refresh. The array's refresh
+// controller refreshes at every multiple of a region's refresh interval (ticks k x I) all rows
+// that hold live data (`refresh_scope: written`: data written and not released) or every row
+// (`refresh_scope: all`). The bytes refreshed over [t0, t1] for live bytes L with interval I
+// are L x (floor(t1/I) - floor(t0/I)); they are brought up to date whenever the live set
+// changes and when statistics are read. Refresh energy = refreshed bits x energy per bit.
+// Refresh steals bank time: each refreshed row keeps its bank busy for refresh_row_ns, so an
+// access sees the banks' bandwidth scaled by the share of time not spent refreshing.
+//
+// Firmware and controllers (2DRP, lifetimes) talk to the array through set_refresh_interval()
+// and release(); see docs/models/memory-edram.md.
+#pragma once
+
+#include "models/memory/banked_array.h"
+#include "models/memory/edram/retention.h"
+
+#include <map>
+#include <vector>
+
+namespace kelle {
+
+class edram : public banked_array {
+ public:
+  explicit edram(const memory_args& args);
+
+  // Data in [addr, addr+len) is refreshed every `interval` from now on (0: never refreshed).
+  void set_refresh_interval(std::uint64_t addr, std::uint64_t len, const sc_core::sc_time& interval);
+  // Data in [addr, addr+len) is dead: it is no longer refreshed (scope `written`).
+  void release(std::uint64_t addr, std::uint64_t len);
+
+  const retention_model& retention() const { return m_retention; }
+  double refresh_energy_per_bit_J() const { return m_refresh_J_per_bit; }
+  // Brings refresh accounting up to `now` and returns the bytes refreshed so far.
+  double refreshed_bytes();
+  // Bytes currently refreshed (live data, or the whole array with scope `all`).
+  std::uint64_t live_bytes() const;
+
+ protected:
+  double access_share(const sc_core::sc_time& now) override;
+  void on_write(std::uint64_t addr, std::uint64_t len) override;
+
+ private:
+  struct segment {
+    std::uint64_t end;
+    unsigned interval;  // index into m_intervals
+    bool live;
+    bool operator==(const segment& o) const { return interval == o.interval && live == o.live; }
+  };
+  struct interval_class {
+    sc_core::sc_time period;     // refresh interval (SC_ZERO_TIME: not refreshed)
+    std::uint64_t live_bytes = 0;
+    double refreshed_bytes = 0;  // bytes refreshed so far
+    double live_bit_s = 0;       // integral of live bits over time
+  };
+
+  unsigned interval_index(const sc_core::sc_time& period);
+  void advance(const sc_core::sc_time& now);
+  // Applies `f` to the segments covering [b, e), keeping live-byte counts right.
+  template <class F>
+  void update(std::uint64_t b, std::uint64_t e, F f);
+  std::map<std::uint64_t, segment>::iterator split(std::uint64_t at);
+  void merge_around(std::uint64_t b, std::uint64_t e);
+  void read_errors(std::uint64_t addr, std::uint64_t len, const sc_core::sc_time& now);
+  sc_core::sc_time service(tlm::tlm_command cmd, std::uint64_t addr, std::uint64_t len,
+                           const sc_core::sc_time& start) override;
+
+  retention_model m_retention;
+  double m_refresh_J_per_bit;
+  sc_core::sc_time m_refresh_row_time;
+  double m_row_bytes;
+  bool m_scope_all;
+  std::vector<interval_class> m_intervals;       // [0] is the default interval
+  std::map<std::uint64_t, segment> m_segments;   // covers [0, capacity) without gaps
+  sc_core::sc_time m_accounted_until;
+  stat& m_expected_read_errors;
+  stat& m_bits_read_live;
+};
+
+}  // namespace kelle

@@ -1,0 +1,90 @@
+// The base of every memory model: an approximately-timed TLM-2.0 target that implements the
+// base protocol once (payload event queue, back-pressure by withholding END_REQ when the request
+// queue is full, one response in flight at a time, errors for bad addresses, byte enables and
+// streaming widths, transport_dbg for preloading) and asks the derived model only one question:
+// when is the response to this access ready? Models count actions; energy is counts x energy per
+// action from the technology description.
+#pragma once
+
+#include "models/memory/sparse_store.h"
+#include "platform/config/config.h"
+#include "platform/registry/registry.h"
+#include "platform/stats/stats.h"
+
+#include <systemc>
+#include <tlm>
+#include <tlm_utils/peq_with_cb_and_phase.h>
+#include <tlm_utils/simple_target_socket.h>
+
+#include <cstdint>
+#include <deque>
+#include <string>
+
+namespace kelle {
+
+class memory_target;
+
+// What a memory model's factory receives.
+struct memory_args {
+  std::string name;   // instance name: dram, weight_sram, kv_edram, act_edram, sram, ...
+  config_node params; // the instance's section, system.memories.<name>
+  config_node tech;   // the technology description shared by every system, `tech`
+};
+
+using memory_registry = registry<memory_target, const memory_args&>;
+memory_registry& memories();
+
+class memory_target : public sc_core::sc_module {
+ public:
+  tlm_utils::simple_target_socket<memory_target> socket;
+
+  explicit memory_target(const memory_args& args);
+
+  std::uint64_t capacity_bytes() const { return m_capacity; }
+  // The model's peak data bandwidth in bytes per second (what a perfect stream would reach).
+  virtual double peak_bandwidth_Bps() const = 0;
+  // Silicon area of the array in mm2 (0 for off-chip memories).
+  virtual double area_mm2() const { return 0.0; }
+
+ protected:
+  // The timing model, called once per accepted request in acceptance order with the time its
+  // service may start; returns the time its response (read data or write acknowledge) is ready.
+  // Implementations update bank/channel state and count actions.
+  virtual sc_core::sc_time service(tlm::tlm_command cmd, std::uint64_t addr, std::uint64_t len,
+                                   const sc_core::sc_time& start) = 0;
+  // Called after the data of an accepted write has been stored (eDRAM marks data live).
+  virtual void on_write(std::uint64_t /*addr*/, std::uint64_t /*len*/) {}
+
+  stat_group m_stats;
+  stat& m_reads;
+  stat& m_writes;
+  stat& m_bytes_read;
+  stat& m_bytes_written;
+
+ private:
+  tlm::tlm_sync_enum nb_transport_fw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph,
+                                     sc_core::sc_time& delay);
+  unsigned int transport_dbg(tlm::tlm_generic_payload& t);
+  void peq_cb(tlm::tlm_generic_payload& t, const tlm::tlm_phase& ph);
+  void begin_service(tlm::tlm_generic_payload& t);
+  void send_next_response();
+  void finish_response(tlm::tlm_generic_payload& t);
+  tlm::tlm_response_status check(const tlm::tlm_generic_payload& t) const;
+
+  std::uint64_t m_capacity;
+  unsigned m_queue_depth;   // requests accepted and not yet answered, at most
+  bool m_store_data;        // keep a backing store (functional data)
+  sparse_store m_store;
+  tlm_utils::peq_with_cb_and_phase<memory_target> m_peq;
+  unsigned m_in_service = 0;
+  std::deque<tlm::tlm_generic_payload*> m_waiting;    // requests held back (no END_REQ yet)
+  std::deque<tlm::tlm_generic_payload*> m_responses;  // ready, waiting for the response channel
+  tlm::tlm_generic_payload* m_resp_in_flight = nullptr;
+  stat& m_backpressure;
+};
+
+// Reads `<tech_section>.<key>` from the technology description with a unit in the key's name.
+double tech_value(const config_node& tech, const std::string& section, const std::string& key,
+                  double def, const std::string& expected, double min = 0.0);
+
+}  // namespace kelle

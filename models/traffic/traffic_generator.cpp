@@ -1,0 +1,172 @@
+#include "models/traffic/traffic_generator.h"
+
+#include "models/interconnect/router.h"
+#include "models/memory/memory_target.h"
+#include "platform/tlm/extensions.h"
+
+#include <cstdio>
+
+namespace kelle {
+
+struct traffic_generator::issue_time : tlm::tlm_extension<issue_time> {
+  sc_core::sc_time at;
+  tlm::tlm_extension_base* clone() const override { return new issue_time(*this); }
+  void copy_from(const tlm::tlm_extension_base& e) override { at = static_cast<const issue_time&>(e).at; }
+};
+
+traffic_generator::traffic_generator(const sc_core::sc_module_name& name, const workload_args& a)
+    : workload(name), socket("socket"), m_stats("stats") {
+  const config_node& p = a.params;
+  m_target = p.require_string("target", "the name of a memory (" + a.platform.memory_names() + ")");
+  memory_target* mem = a.platform.memory(m_target);
+  if (!mem) p.fail("target", "no memory named '" + m_target + "' (expected one of: " +
+                                 a.platform.memory_names() + ")");
+  m_random = p.get_choice("pattern", "sequential", {"sequential", "random"}) == "random";
+  m_write = p.get_choice("op", "read", {"read", "write"}) == "write";
+  m_burst = p.get_uint("burst_bytes", 64, "bytes per request", 1, 1ull << 31);
+  m_total = p.require_uint("total_bytes", "bytes to transfer in all", 1);
+  m_outstanding = p.get_uint("outstanding", 8, "requests in flight at most", 1, 1 << 16);
+  m_data = p.get_bool("carry_data", false, "copy real data (false: timing only, faster)");
+  const std::uint64_t offset = p.get_uint("offset_bytes", 0, "first byte used inside the target");
+  if (offset >= mem->capacity_bytes())
+    p.fail("offset_bytes", "must be below the target's capacity (" +
+                               std::to_string(mem->capacity_bytes()) + " B)");
+  m_region = p.get_uint("region_bytes", mem->capacity_bytes() - offset,
+                        "bytes of the target the pattern covers (wraps around)", 1);
+  if (offset + m_region > mem->capacity_bytes())
+    p.fail("region_bytes", "offset_bytes + region_bytes exceeds the target's capacity (" +
+                               std::to_string(mem->capacity_bytes()) + " B)");
+  if (m_region < m_burst) p.fail("region_bytes", "must hold at least one burst");
+  m_rng.seed(p.get_uint("seed", a.platform.seed(), "random seed (default: the scenario's seed)"));
+  m_count = (m_total + m_burst - 1) / m_burst;
+  m_base = a.platform.interconnect().base_of(m_target) + offset;
+
+  socket.register_nb_transport_bw(this, &traffic_generator::nb_transport_bw);
+  a.platform.interconnect().add_initiator(basename());
+  socket.bind(a.platform.interconnect().target_socket);
+  SC_HAS_PROCESS(traffic_generator);
+  SC_THREAD(run);
+
+  m_stats.formula("requests", "count", "requests completed", [this] { return double(m_completed); });
+  m_stats.formula("bytes", "B", "bytes transferred", [this] { return double(m_bytes_done); });
+  m_stats.formula("bandwidth", "GB/s", "bytes / (last response - first request)",
+                  [this] { return bandwidth_GBps(); });
+  m_stats.formula("latency_avg", "ns", "mean request latency (BEGIN_REQ -> BEGIN_RESP)",
+                  [this] { return m_latency.mean() * 1e9; });
+  m_stats.formula("latency_p99", "ns", "99th-percentile request latency",
+                  [this] { return m_latency.quantile(0.99) * 1e9; });
+  m_stats.formula("latency_max", "ns", "largest request latency", [this] { return m_latency.max() * 1e9; });
+  m_stats.formula("errors", "count", "responses with an error status", [this] { return double(m_errors); });
+}
+
+std::uint64_t traffic_generator::next_address() {
+  const std::uint64_t slots = m_region / m_burst;
+  if (m_random) return m_base + (m_rng() % slots) * m_burst;
+  return m_base + (m_issued % slots) * m_burst;
+}
+
+void traffic_generator::run() {
+  m_first_issue = sc_core::sc_time_stamp();
+  while (m_issued < m_count) {
+    while (m_in_flight >= m_outstanding) sc_core::wait(m_response);
+    const std::uint64_t len = std::min(m_burst, m_total - m_issued * m_burst);
+    tlm::tlm_generic_payload* t = m_pool.acquire(m_data ? len : 0);
+    t->set_data_length(static_cast<unsigned>(len));
+    t->set_streaming_width(static_cast<unsigned>(len));
+    t->set_command(m_write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND);
+    t->set_address(next_address());
+    if (!m_data && !t->get_extension<timing_only>()) t->set_extension(new timing_only);
+    issue_time* it = t->get_extension<issue_time>();
+    if (!it) t->set_extension(it = new issue_time);
+    it->at = sc_core::sc_time_stamp();
+    ++m_issued;
+    ++m_in_flight;
+
+    tlm::tlm_phase ph = tlm::BEGIN_REQ;
+    sc_core::sc_time d = sc_core::SC_ZERO_TIME;
+    m_awaiting_end_req = t;
+    const tlm::tlm_sync_enum r = socket->nb_transport_fw(*t, ph, d);
+    if (r == tlm::TLM_ACCEPTED) {
+      if (m_awaiting_end_req) sc_core::wait(m_end_req);
+    } else if (r == tlm::TLM_UPDATED) {
+      m_awaiting_end_req = nullptr;
+      if (ph == tlm::BEGIN_RESP) complete(*t, sc_core::sc_time_stamp() + d);
+      sc_core::wait(d);
+    } else {  // TLM_COMPLETED (e.g. an address error at the interconnect)
+      m_awaiting_end_req = nullptr;
+      complete(*t, sc_core::sc_time_stamp() + d);
+      sc_core::wait(d);
+    }
+  }
+}
+
+tlm::tlm_sync_enum traffic_generator::nb_transport_bw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph,
+                                                      sc_core::sc_time& delay) {
+  if (ph == tlm::END_REQ) {
+    if (m_awaiting_end_req == &t) {
+      m_awaiting_end_req = nullptr;
+      m_end_req.notify(delay);
+    }
+    return tlm::TLM_ACCEPTED;
+  }
+  if (ph == tlm::BEGIN_RESP) {
+    if (m_awaiting_end_req == &t) {  // BEGIN_RESP implies END_REQ
+      m_awaiting_end_req = nullptr;
+      m_end_req.notify(delay);
+    }
+    complete(t, sc_core::sc_time_stamp() + delay);
+    return tlm::TLM_COMPLETED;
+  }
+  SC_REPORT_FATAL(name(), ("unexpected phase " + std::string(ph.get_name())).c_str());
+  return tlm::TLM_COMPLETED;
+}
+
+void traffic_generator::complete(tlm::tlm_generic_payload& t, const sc_core::sc_time& at) {
+  if (t.is_response_error()) ++m_errors;
+  m_latency.add((at - t.get_extension<issue_time>()->at).to_seconds());
+  m_last_response = std::max(m_last_response, at);
+  m_bytes_done += t.get_data_length();
+  ++m_completed;
+  --m_in_flight;
+  t.release();
+  m_response.notify(at - sc_core::sc_time_stamp());
+}
+
+double traffic_generator::bandwidth_GBps() const {
+  const double t = (m_last_response - m_first_issue).to_seconds();
+  return t > 0 ? static_cast<double>(m_bytes_done) / t / 1e9 : 0.0;
+}
+
+void traffic_generator::add_results(nlohmann::json& r) const {
+  r["traffic"] = {{"target", m_target},
+                  {"requests", m_completed},
+                  {"bytes", m_bytes_done},
+                  {"errors", m_errors},
+                  {"bandwidth_GBps", bandwidth_GBps()},
+                  {"latency_avg_ns", m_latency.mean() * 1e9},
+                  {"latency_p99_ns", m_latency.quantile(0.99) * 1e9},
+                  {"latency_max_ns", m_latency.max() * 1e9}};
+}
+
+std::string traffic_generator::report() const {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "Traffic (%s, %s %s, %llu B bursts, %llu outstanding)\n"
+                "  requests           %llu (%llu errors)\n"
+                "  bandwidth          %.3f GB/s\n"
+                "  latency avg / p99  %.2f ns / %.2f ns (max %.2f ns)\n",
+                m_target.c_str(), m_random ? "random" : "sequential", m_write ? "write" : "read",
+                static_cast<unsigned long long>(m_burst),
+                static_cast<unsigned long long>(m_outstanding),
+                static_cast<unsigned long long>(m_completed),
+                static_cast<unsigned long long>(m_errors), bandwidth_GBps(), m_latency.mean() * 1e9,
+                m_latency.quantile(0.99) * 1e9, m_latency.max() * 1e9);
+  return buf;
+}
+
+KELLE_REGISTER(workloads(), "traffic", "traffic generator: memory microbenchmark on one memory",
+               [](const workload_args& a) -> std::unique_ptr<workload> {
+                 return std::make_unique<traffic_generator>("traffic", a);
+               });
+
+}  // namespace kelle

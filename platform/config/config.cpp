@@ -1,0 +1,508 @@
+#include "platform/config/config.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace kelle {
+namespace {
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  std::string cur;
+  for (char c : path) {
+    if (c == '.') {
+      parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  parts.push_back(cur);
+  return parts;
+}
+
+std::string join(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
+
+// Read-only navigation: never creates nodes (yaml-cpp's non-const operator[] would).
+YAML::Node find(const YAML::Node& root, const std::string& path) {
+  YAML::Node cur = root;
+  if (path.empty()) return cur;
+  for (const auto& part : split_path(path)) {
+    if (!cur.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    const YAML::Node& c = cur;
+    YAML::Node next = c[part];
+    if (!next.IsDefined()) return next;
+    cur.reset(next);
+  }
+  return cur;
+}
+
+const char* kind_of(const YAML::Node& n) {
+  if (n.IsMap()) return "a map";
+  if (n.IsSequence()) return "a list";
+  if (n.IsNull()) return "no value";
+  return "a value";
+}
+
+// Overlays `over` onto `base`: maps merge key by key, anything else replaces.
+YAML::Node merge(const YAML::Node& base, const YAML::Node& over) {
+  if (!base.IsMap() || !over.IsMap()) return YAML::Clone(over);
+  YAML::Node out = YAML::Clone(base);
+  for (const auto& kv : over) {
+    const std::string key = kv.first.Scalar();
+    const YAML::Node& ob = out;
+    YAML::Node existing = ob[key];
+    if (existing.IsDefined())
+      out[key] = merge(existing, kv.second);
+    else
+      out[key] = YAML::Clone(kv.second);
+  }
+  return out;
+}
+
+void record_origins(const YAML::Node& n, const std::string& path, const std::string& file,
+                    std::map<std::string, std::string>& origin) {
+  if (!n.IsMap()) return;
+  for (const auto& kv : n) {
+    const std::string p = join(path, kv.first.Scalar());
+    origin[p] = file + ":" + std::to_string(kv.first.Mark().line + 1);
+    record_origins(kv.second, p, file, origin);
+  }
+}
+
+std::string list_systems() {
+  std::string out;
+  std::error_code ec;
+  const fs::path dir = fs::path(scenarios_dir()) / "systems";
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".yaml") names.insert(e.path().stem().string());
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? "(none)" : out;
+}
+
+struct loader {
+  std::map<std::string, std::string>& origin;
+  std::vector<std::string> stack;  // files being loaded, to catch include cycles
+
+  fs::path resolve_include(const std::string& name, const fs::path& from, const std::string& where) {
+    const fs::path rel = from.parent_path() / name;
+    if (fs::exists(rel)) return rel;
+    const fs::path builtin = fs::path(scenarios_dir()) / name;
+    if (fs::exists(builtin)) return builtin;
+    throw config_error(where + ": include '" + name + "': file not found (looked in " +
+                       rel.parent_path().string() + " and " + scenarios_dir() + ")");
+  }
+
+  // `system: NAME` names a built-in system (scenarios/systems/NAME.yaml); `system: FILE.yaml`
+  // names a system file relative to the scenario.
+  fs::path resolve_system(const std::string& name, const fs::path& from, const std::string& where) {
+    const bool looks_like_file = name.find('/') != std::string::npos ||
+                                 fs::path(name).extension() == ".yaml" ||
+                                 fs::path(name).extension() == ".yml";
+    if (looks_like_file) {
+      const fs::path rel = from.parent_path() / name;
+      if (fs::exists(rel)) return rel;
+      throw config_error(where + ": system: file '" + name + "' not found (looked in " +
+                         rel.parent_path().string() + ")");
+    }
+    const fs::path builtin = fs::path(scenarios_dir()) / "systems" / (name + ".yaml");
+    if (fs::exists(builtin)) return builtin;
+    throw config_error(where + ": system: '" + name +
+                       "' is not a built-in system (expected one of: " + list_systems() +
+                       ") nor a .yaml file");
+  }
+
+  YAML::Node parse(const std::string& text, const std::string& name) {
+    try {
+      YAML::Node n = YAML::Load(text);
+      if (n.IsNull()) return YAML::Node(YAML::NodeType::Map);
+      if (!n.IsMap())
+        throw config_error(name + ": expected a map of keys at the top level, got " + kind_of(n));
+      return n;
+    } catch (const YAML::ParserException& e) {
+      throw config_error(name + ":" + std::to_string(e.mark.line + 1) + ": YAML syntax error: " +
+                         e.msg);
+    }
+  }
+
+  YAML::Node load_text(const std::string& text, const fs::path& file, const std::string& name,
+                       const std::optional<std::string>& system_override) {
+    YAML::Node node = parse(text, name);
+    std::vector<fs::path> includes;
+    if (node["include"]) {
+      const YAML::Node inc = node["include"];
+      const std::string where = name + ":" + std::to_string(inc.Mark().line + 1);
+      if (inc.IsScalar()) {
+        includes.push_back(resolve_include(inc.Scalar(), file, where));
+      } else if (inc.IsSequence()) {
+        for (const auto& i : inc) {
+          if (!i.IsScalar())
+            throw config_error(where + ": include: expected a file name, got " + kind_of(i));
+          includes.push_back(resolve_include(i.Scalar(), file, where));
+        }
+      } else {
+        throw config_error(where + ": include: expected a file name or a list of file names");
+      }
+      node.remove("include");
+    }
+    if (system_override || (node["system"] && node["system"].IsScalar())) {
+      const std::string where =
+          system_override ? std::string("command line -p system=") + *system_override
+                          : name + ":" + std::to_string(node["system"].Mark().line + 1);
+      const std::string sys = system_override ? *system_override : node["system"].Scalar();
+      includes.push_back(resolve_system(sys, file, where));
+      if (node["system"] && node["system"].IsScalar()) node.remove("system");
+    }
+    YAML::Node base(YAML::NodeType::Map);
+    for (const auto& inc : includes) base = merge(base, load_file(inc));
+    record_origins(node, "", name, origin);
+    return merge(base, node);
+  }
+
+  YAML::Node load_file(const fs::path& file,
+                       const std::optional<std::string>& system_override = std::nullopt) {
+    const std::string canon = fs::weakly_canonical(file).string();
+    for (const auto& s : stack)
+      if (s == canon) throw config_error(file.string() + ": include cycle (the file includes itself)");
+    std::FILE* f = std::fopen(file.string().c_str(), "rb");
+    if (!f) throw config_error(file.string() + ": cannot open the file");
+    std::string text;
+    char buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    std::fclose(f);
+    stack.push_back(canon);
+    YAML::Node out = load_text(text, file, file.string(), system_override);
+    stack.pop_back();
+    return out;
+  }
+};
+
+std::optional<std::string> take_system_override(std::vector<std::string>& overrides) {
+  std::optional<std::string> sys;
+  for (auto it = overrides.begin(); it != overrides.end();) {
+    if (it->rfind("system=", 0) == 0) {
+      sys = it->substr(7);
+      it = overrides.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return sys;
+}
+
+}  // namespace
+
+std::string format_number(double v) {
+  if (std::isinf(v)) return v > 0 ? ".inf" : "-.inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.15g", v);
+  return buf;
+}
+
+std::string scenarios_dir() {
+  if (const char* env = std::getenv("KELLE_VP_SCENARIOS")) return env;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "share" / "kelle-vp" / "scenarios";
+    if (fs::is_directory(installed, ec)) return installed.string();
+  }
+#ifdef KELLE_VP_SOURCE_SCENARIOS
+  return KELLE_VP_SOURCE_SCENARIOS;
+#else
+  return "scenarios";
+#endif
+}
+
+config config::load(const std::string& file, const std::vector<std::string>& overrides) {
+  config c;
+  c.m_main_file = file;
+  std::vector<std::string> rest = overrides;
+  const auto sys = take_system_override(rest);
+  loader l{c.m_origin, {}};
+  c.m_root = l.load_file(file, sys);
+  for (const auto& o : rest) c.apply_override(o);
+  return c;
+}
+
+config config::from_string(const std::string& yaml, const std::string& name,
+                           const std::vector<std::string>& overrides) {
+  config c;
+  std::vector<std::string> rest = overrides;
+  const auto sys = take_system_override(rest);
+  loader l{c.m_origin, {}};
+  c.m_root = l.load_text(yaml, fs::current_path() / name, name, sys);
+  for (const auto& o : rest) c.apply_override(o);
+  return c;
+}
+
+void config::apply_override(const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  const std::string where = "command line -p " + assignment;
+  if (eq == std::string::npos || eq == 0)
+    throw config_error(where + ": expected key.path=value");
+  const std::string path = assignment.substr(0, eq);
+  const std::string text = assignment.substr(eq + 1);
+  if (text.empty()) throw config_error(where + ": the value is empty");
+  YAML::Node value;
+  try {
+    value = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw config_error(where + ": the value is not valid YAML: " + e.msg);
+  }
+  const auto parts = split_path(path);
+  YAML::Node cur = m_root;
+  std::string so_far;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (parts[i].empty()) throw config_error(where + ": empty key in '" + path + "'");
+    so_far = join(so_far, parts[i]);
+    const YAML::Node& cc = cur;
+    YAML::Node next = cc[parts[i]];
+    if (!next.IsDefined()) {
+      cur[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      const YAML::Node& c2 = cur;
+      next.reset(c2[parts[i]]);
+    } else if (!next.IsMap()) {
+      throw config_error(where + ": cannot set '" + path + "': '" + so_far + "' is " +
+                         kind_of(next) + ", not a map");
+    }
+    cur.reset(next);
+  }
+  if (parts.back().empty()) throw config_error(where + ": empty key in '" + path + "'");
+  cur[parts.back()] = value;
+  m_origin[path] = where;
+}
+
+std::string config::where(const std::string& path) const {
+  auto it = m_origin.find(path);
+  return it == m_origin.end() ? std::string() : it->second;
+}
+
+void config::accept_unread(const std::string& path) {
+  const std::string prefix = path + ".";
+  for (const auto& u : m_used)
+    if (u.compare(0, prefix.size(), prefix) == 0) return;  // something below was read: validate
+  struct marker {
+    std::set<std::string>& used;
+    void mark(const YAML::Node& n, const std::string& p) {
+      used.insert(p);
+      if (n.IsMap())
+        for (const auto& kv : n) mark(kv.second, join(p, kv.first.Scalar()));
+    }
+  };
+  marker{m_used}.mark(find(m_root, path), path);
+}
+
+void config::check_all_used() const {
+  struct walker {
+    const config& c;
+    void walk(const YAML::Node& n, const std::string& path) {
+      if (!n.IsMap()) return;
+      for (const auto& kv : n) {
+        const std::string p = join(path, kv.first.Scalar());
+        if (!c.m_used.count(p)) {
+          std::string known;
+          auto it = c.m_asked.find(path);
+          if (it != c.m_asked.end())
+            for (const auto& k : it->second) known += (known.empty() ? "" : ", ") + k;
+          std::string where = c.where(p);
+          if (where.empty()) where = c.m_main_file.empty() ? "<scenario>" : c.m_main_file;
+          throw config_error(where + ": unknown key '" + p + "'" +
+                             (known.empty() ? std::string(" (nothing reads keys here)")
+                                            : " (expected one of: " + known + ")"));
+        }
+        walk(kv.second, p);
+      }
+    }
+  };
+  walker{*this}.walk(m_root, "");
+}
+
+// ---- config_node ----
+
+std::string config_node::key_path(const std::string& key) const {
+  return key.empty() ? m_path : join(m_path, key);
+}
+
+YAML::Node config_node::lookup(const std::string& key) const { return find(m_cfg->m_root, key_path(key)); }
+
+void config_node::mark(const std::string& key) const {
+  m_cfg->m_used.insert(key_path(key));
+  m_cfg->m_asked[m_path].insert(key);
+}
+
+void config_node::fail(const std::string& key, const std::string& message) const {
+  const std::string p = key_path(key);
+  std::string where = m_cfg->where(p);
+  if (where.empty()) where = m_cfg->where(m_path);
+  if (where.empty()) where = m_cfg->m_main_file.empty() ? "<scenario>" : m_cfg->m_main_file;
+  throw config_error(where + ": " + p + ": " + message);
+}
+
+void config_node::set_default(const std::string& key, const std::string& text) const {
+  YAML::Node cur = m_cfg->m_root;
+  for (const auto& part : split_path(m_path)) {
+    if (part.empty()) break;
+    const YAML::Node& cc = cur;
+    YAML::Node next = cc[part];
+    if (!next.IsDefined()) {
+      cur[part] = YAML::Node(YAML::NodeType::Map);
+      const YAML::Node& c2 = cur;
+      next.reset(c2[part]);
+    }
+    cur.reset(next);
+  }
+  cur[key] = text;
+}
+
+bool config_node::has(const std::string& key) const {
+  const YAML::Node n = lookup(key);
+  return n.IsDefined() && !n.IsNull();
+}
+
+template <class T>
+T config_node::convert(const std::string& key, const YAML::Node& n, const std::string& expected) const {
+  if (!n.IsScalar()) fail(key, "expected " + expected + ", got " + kind_of(n));
+  try {
+    return n.as<T>();
+  } catch (const YAML::Exception&) {
+    fail(key, "expected " + expected + ", got '" + n.Scalar() + "'");
+  }
+}
+
+double config_node::get_double(const std::string& key, double def, const std::string& expected,
+                               double min, double max) const {
+  mark(key);
+  const YAML::Node n = lookup(key);
+  if (!n.IsDefined()) {
+    set_default(key, format_number(def));
+    return def;
+  }
+  const double v = convert<double>(key, n, expected);
+  if (!(v >= min && v <= max))
+    fail(key, "expected " + expected + " in [" + format_number(min) + ", " + format_number(max) +
+                  "], got " + n.Scalar());
+  return v;
+}
+
+double config_node::require_double(const std::string& key, const std::string& expected, double min,
+                                   double max) const {
+  if (!lookup(key).IsDefined()) fail(key, "missing; expected " + expected);
+  return get_double(key, 0.0, expected, min, max);
+}
+
+std::uint64_t config_node::get_uint(const std::string& key, std::uint64_t def,
+                                    const std::string& expected, std::uint64_t min,
+                                    std::uint64_t max) const {
+  mark(key);
+  const YAML::Node n = lookup(key);
+  if (!n.IsDefined()) {
+    set_default(key, std::to_string(def));
+    return def;
+  }
+  if (!n.IsScalar()) fail(key, "expected " + expected + ", got " + kind_of(n));
+  std::uint64_t v = 0;
+  const std::string& s = n.Scalar();
+  bool ok = !s.empty() && s[0] != '-';
+  if (ok) {
+    try {
+      v = n.as<std::uint64_t>();
+    } catch (const YAML::Exception&) {
+      // Accept integral values written in floating-point notation (1e9).
+      try {
+        const double d = n.as<double>();
+        ok = d >= 0 && d < 1.8e19 && std::floor(d) == d;
+        v = ok ? static_cast<std::uint64_t>(d) : 0;
+      } catch (const YAML::Exception&) {
+        ok = false;
+      }
+    }
+  }
+  if (!ok) fail(key, "expected " + expected + " (a whole number >= 0), got '" + s + "'");
+  if (v < min || v > max)
+    fail(key, "expected " + expected + " in [" + std::to_string(min) + ", " + std::to_string(max) +
+                  "], got " + s);
+  return v;
+}
+
+std::uint64_t config_node::require_uint(const std::string& key, const std::string& expected,
+                                        std::uint64_t min, std::uint64_t max) const {
+  if (!lookup(key).IsDefined()) fail(key, "missing; expected " + expected);
+  return get_uint(key, 0, expected, min, max);
+}
+
+bool config_node::get_bool(const std::string& key, bool def, const std::string& expected) const {
+  mark(key);
+  const YAML::Node n = lookup(key);
+  if (!n.IsDefined()) {
+    set_default(key, def ? "true" : "false");
+    return def;
+  }
+  return convert<bool>(key, n, expected + " (true or false)");
+}
+
+std::string config_node::get_string(const std::string& key, const std::string& def,
+                                    const std::string& expected) const {
+  mark(key);
+  const YAML::Node n = lookup(key);
+  if (!n.IsDefined()) {
+    set_default(key, def);
+    return def;
+  }
+  return convert<std::string>(key, n, expected);
+}
+
+std::string config_node::require_string(const std::string& key, const std::string& expected) const {
+  if (!lookup(key).IsDefined()) fail(key, "missing; expected " + expected);
+  return get_string(key, "", expected);
+}
+
+std::string config_node::get_choice(const std::string& key, const std::string& def,
+                                    const std::vector<std::string>& allowed) const {
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  const std::string v = get_string(key, def, "one of: " + list);
+  for (const auto& a : allowed)
+    if (a == v) return v;
+  fail(key, "expected one of: " + list + "; got '" + v + "'");
+}
+
+std::string config_node::require_choice(const std::string& key,
+                                        const std::vector<std::string>& allowed) const {
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  if (!lookup(key).IsDefined()) fail(key, "missing; expected one of: " + list);
+  return get_choice(key, "", allowed);
+}
+
+config_node config_node::child(const std::string& key) const {
+  const YAML::Node n = lookup(key);
+  if (!n.IsDefined()) fail(key, "missing; expected a map");
+  if (!n.IsMap()) fail(key, std::string("expected a map, got ") + kind_of(n));
+  mark(key);
+  return config_node(*m_cfg, key_path(key));
+}
+
+config_node config_node::child_or_empty(const std::string& key) const {
+  const YAML::Node n = lookup(key);
+  if (n.IsDefined() && !n.IsMap()) fail(key, std::string("expected a map, got ") + kind_of(n));
+  mark(key);
+  return config_node(*m_cfg, key_path(key));
+}
+
+std::vector<std::string> config_node::keys() const {
+  std::vector<std::string> out;
+  const YAML::Node n = find(m_cfg->m_root, m_path);
+  if (n.IsMap())
+    for (const auto& kv : n) out.push_back(kv.first.Scalar());
+  return out;
+}
+
+}  // namespace kelle

@@ -1,0 +1,121 @@
+// Scenario configuration: YAML files with includes, command-line overrides, typed and
+// range-checked reads, unknown-key detection and the effective configuration.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kelle {
+
+// Any error in the user's input: the message names the file, the key path and what was expected.
+class config_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class config;
+
+// A view of one map in the configuration tree. Every read marks the key as known, records the
+// default it used (so the effective configuration holds every parameter) and checks the value.
+class config_node {
+ public:
+  config_node(config& cfg, std::string path) : m_cfg(&cfg), m_path(std::move(path)) {}
+
+  // Optional parameters: the default is used, and recorded, when the key is absent.
+  double get_double(const std::string& key, double def, const std::string& expected,
+                    double min = -std::numeric_limits<double>::infinity(),
+                    double max = std::numeric_limits<double>::infinity()) const;
+  std::uint64_t get_uint(const std::string& key, std::uint64_t def, const std::string& expected,
+                         std::uint64_t min = 0,
+                         std::uint64_t max = std::numeric_limits<std::uint64_t>::max()) const;
+  bool get_bool(const std::string& key, bool def, const std::string& expected) const;
+  std::string get_string(const std::string& key, const std::string& def,
+                         const std::string& expected) const;
+  // One of a fixed set of names.
+  std::string get_choice(const std::string& key, const std::string& def,
+                         const std::vector<std::string>& allowed) const;
+
+  // Required parameters: a missing key is an error.
+  double require_double(const std::string& key, const std::string& expected,
+                        double min = -std::numeric_limits<double>::infinity(),
+                        double max = std::numeric_limits<double>::infinity()) const;
+  std::uint64_t require_uint(const std::string& key, const std::string& expected,
+                             std::uint64_t min = 0,
+                             std::uint64_t max = std::numeric_limits<std::uint64_t>::max()) const;
+  std::string require_string(const std::string& key, const std::string& expected) const;
+  std::string require_choice(const std::string& key, const std::vector<std::string>& allowed) const;
+
+  bool has(const std::string& key) const;
+  // A nested map; `child` requires it, `child_or_empty` allows it to be absent.
+  config_node child(const std::string& key) const;
+  config_node child_or_empty(const std::string& key) const;
+  // The keys of this map in file order (for maps of named instances such as memories).
+  std::vector<std::string> keys() const;
+
+  const std::string& path() const { return m_path; }
+  std::string key_path(const std::string& key) const;
+  // Throws a config_error for `key` that names its file and line.
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const;
+
+ private:
+  YAML::Node lookup(const std::string& key) const;
+  void mark(const std::string& key) const;
+  void set_default(const std::string& key, const std::string& text) const;
+  template <class T>
+  T convert(const std::string& key, const YAML::Node& n, const std::string& expected) const;
+
+  config* m_cfg;
+  std::string m_path;
+};
+
+// A scenario: the merged tree of a file and its includes, with -p overrides applied.
+class config {
+ public:
+  // Loads `file` and what it includes, then applies each "key.path=value" override.
+  static config load(const std::string& file, const std::vector<std::string>& overrides = {});
+  // Parses YAML text as if it were a file named `name` (used by tests and embedded defaults).
+  static config from_string(const std::string& yaml, const std::string& name = "<string>",
+                            const std::vector<std::string>& overrides = {});
+
+  config_node root() { return config_node(*this, ""); }
+
+  // Throws a config_error naming the first key that no model read (a typo or a stray key).
+  void check_all_used() const;
+  // Accepts the subtree at `path` without validation when nothing in it was read (a section of
+  // the shared technology description that this system has no instance of).
+  void accept_unread(const std::string& path);
+  // The effective configuration: the merged tree with every default that was used.
+  const YAML::Node& effective() const { return m_root; }
+  // The file the scenario was loaded from (empty for from_string).
+  const std::string& main_file() const { return m_main_file; }
+  // "file:line" of the value at a dotted key path, or "" when not known.
+  std::string where(const std::string& path) const;
+
+ private:
+  friend class config_node;
+  config() = default;
+  void apply_override(const std::string& assignment);
+
+  YAML::Node m_root;
+  std::string m_main_file;
+  std::map<std::string, std::string> m_origin;             // path -> "file:line"
+  std::set<std::string> m_used;                            // paths read by a model
+  std::map<std::string, std::set<std::string>> m_asked;    // map path -> keys asked there
+};
+
+// The folder that holds the built-in scenarios, systems, tasks and the technology file.
+std::string scenarios_dir();
+
+// Formats a double the way it is written into the effective configuration.
+std::string format_number(double v);
+
+}  // namespace kelle

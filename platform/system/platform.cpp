@@ -1,0 +1,241 @@
+#include "platform/system/platform.h"
+
+#include "platform/stats/stats.h"
+
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#ifndef KELLE_VP_VERSION
+#define KELLE_VP_VERSION "unknown"
+#endif
+
+namespace kelle {
+
+platform::platform(config& cfg) : m_cfg(cfg) {
+  config_node root = cfg.root();
+  const std::string stem =
+      cfg.main_file().empty() ? "scenario" : std::filesystem::path(cfg.main_file()).stem().string();
+  m_name = root.get_string("name", stem, "a name for the scenario");
+  root.get_string("description", "", "what the scenario is for");
+  m_seed = root.get_uint("seed", 1, "seed of every random choice in the run");
+  const config_node sim = root.child_or_empty("sim");
+  m_time_limit_s = sim.get_double("time_limit_s", 10.0,
+                                  "simulated seconds after which an unfinished run is an error", 1e-12);
+
+  const config_node tech = root.child("tech");
+  tech.get_double("node_nm", 65, "technology node in nm", 1);
+  tech.get_double("temperature_C", 105, "temperature the figures are given for, C");
+
+  const config_node sys = root.child("system");
+  m_system_name = sys.get_string("name", "custom", "name of the system");
+  sys.get_string("description", "", "what the system is");
+  m_router = std::make_unique<router>("interconnect", sys.child_or_empty("interconnect"));
+
+  const config_node mems = sys.child("memories");
+  const auto names = mems.keys();
+  if (names.empty()) mems.fail("", "expected at least one memory");
+  for (const auto& n : names) {
+    const config_node m = mems.child(n);
+    const std::string model = m.require_choice("model", memories().name_list());
+    const std::uint64_t base = m.require_uint("base_addr", "global base address of the memory");
+    auto mem = memories().create(model, memory_args{n, m, tech});
+    try {
+      m_router->add_target(n, base, mem->capacity_bytes());
+    } catch (const config_error& e) {
+      m.fail("base_addr", e.what());
+    }
+    m_router->initiator_socket.bind(mem->socket);
+    m_memories.push_back(std::move(mem));
+    m_memory_models.push_back(model);
+  }
+
+  const config_node wl = root.child("workload");
+  const std::string type = wl.require_choice("type", workloads().name_list());
+  m_workload = workloads().create(type, workload_args{wl, *this});
+
+  // Sections of the shared technology description this system has no instance of.
+  for (const auto& k : tech.keys()) cfg.accept_unread(tech.key_path(k));
+  cfg.check_all_used();
+}
+
+platform::~platform() = default;
+
+memory_target* platform::memory(const std::string& name) {
+  for (auto& m : m_memories)
+    if (m->basename() == name) return m.get();
+  return nullptr;
+}
+
+std::string platform::memory_names() const {
+  std::string s;
+  for (const auto& m : m_memories) s += (s.empty() ? "" : ", ") + std::string(m->basename());
+  return s;
+}
+
+void platform::run() {
+  const auto t0 = std::chrono::steady_clock::now();
+  sc_core::sc_start(sc_core::sc_time(m_time_limit_s, sc_core::SC_SEC));
+  m_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!m_workload->finished())
+    throw std::runtime_error("the workload did not finish within sim.time_limit_s = " +
+                             format_number(m_time_limit_s) + " s of simulated time");
+}
+
+nlohmann::json yaml_to_json(const YAML::Node& n) {
+  if (n.IsMap()) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& kv : n) j[kv.first.Scalar()] = yaml_to_json(kv.second);
+    return j;
+  }
+  if (n.IsSequence()) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& e : n) j.push_back(yaml_to_json(e));
+    return j;
+  }
+  if (!n.IsScalar()) return nullptr;
+  const std::string& s = n.Scalar();
+  if (n.Tag() == "!") return s;  // quoted in the file: a string
+  if (s == "true" || s == "false") return s == "true";
+  if (s == ".inf" || s == ".Inf") return "inf";
+  char* end = nullptr;
+  if (!s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == '.')) {
+    if (s.find_first_of(".eE") == std::string::npos || s.rfind("0x", 0) == 0) {
+      const long long v = std::strtoll(s.c_str(), &end, 0);
+      if (end && *end == '\0') return v;
+    }
+    const double d = std::strtod(s.c_str(), &end);
+    if (end && *end == '\0' && std::isfinite(d)) return d;
+  }
+  return s;
+}
+
+namespace {
+
+// Energy parts of every module: component "<module>.<part>" -> joules.
+std::vector<std::pair<std::string, double>> energy_parts() {
+  std::vector<std::pair<std::string, double>> parts;
+  for (const stat_group* g : collect_stat_groups())
+    for (const stat& s : g->all())
+      if (s.energy_part()) parts.emplace_back(g->owner() + "." + s.name(), s.value());
+  return parts;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// Engineering notation with an SI prefix: 1.234 uJ, 56.7 ns.
+std::string si(double v, const std::string& unit) {
+  static const char* prefixes[] = {"p", "n", "u", "m", "", "k", "M", "G", "T"};
+  if (v == 0 || !std::isfinite(v)) return fmt("%.4g ", v) + unit;
+  int e = static_cast<int>(std::floor(std::log10(std::fabs(v)) / 3));
+  e = std::max(-4, std::min(4, e));
+  return fmt("%.4g ", v / std::pow(1000.0, e)) + prefixes[e + 4] + unit;
+}
+
+}  // namespace
+
+nlohmann::json platform::results() const {
+  nlohmann::json r;
+  r["kelle_vp_version"] = KELLE_VP_VERSION;
+  r["scenario"] = {{"name", m_name}, {"file", m_cfg.main_file()}, {"system", m_system_name}};
+  r["config"] = yaml_to_json(m_cfg.effective());
+  r["sim_time_s"] = sc_core::sc_time_stamp().to_seconds();
+  r["wall_time_s"] = m_wall_s;
+
+  nlohmann::json stats = nlohmann::json::object();
+  for (const stat_group* g : collect_stat_groups()) {
+    nlohmann::json& m = stats[g->owner()];
+    for (const stat& s : g->all()) {
+      const double v = s.value();
+      m[s.name()] = {{"value", std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr)},
+                     {"unit", s.unit()},
+                     {"description", s.description()}};
+    }
+  }
+  r["stats"] = stats;
+
+  nlohmann::json by = nlohmann::json::object();
+  double total = 0;
+  for (const auto& [name, j] : energy_parts()) {
+    by[name] = j;
+    total += j;
+  }
+  r["energy_J"] = {{"total", total}, {"by_component", by}};
+
+  nlohmann::json amap = nlohmann::json::array();
+  for (size_t i = 0; i < m_memories.size(); ++i) {
+    const auto& m = m_memories[i];
+    amap.push_back({{"name", m->basename()},
+                    {"model", m_memory_models[i]},
+                    {"base_addr", m_router->base_of(m->basename())},
+                    {"capacity_bytes", m->capacity_bytes()}});
+  }
+  r["address_map"] = amap;
+  m_workload->add_results(r);
+  return r;
+}
+
+std::string platform::report() const {
+  std::ostringstream o;
+  o << "Kelle VP " << KELLE_VP_VERSION << "  scenario '" << m_name << "'";
+  if (!m_cfg.main_file().empty()) o << " (" << m_cfg.main_file() << ")";
+  o << "\nSystem: " << m_system_name << "\n";
+  o << "Simulated time: " << si(sc_core::sc_time_stamp().to_seconds(), "s")
+    << "   wall time: " << fmt("%.3f", m_wall_s) << " s\n\n";
+
+  o << "Address map\n";
+  for (size_t i = 0; i < m_memories.size(); ++i) {
+    const auto& m = m_memories[i];
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "  %-12s %-7s base 0x%010llx  %12.4g MiB  peak %8.4g GB/s\n",
+                  m->basename(), m_memory_models[i].c_str(),
+                  static_cast<unsigned long long>(m_router->base_of(m->basename())),
+                  m->capacity_bytes() / 1048576.0, m->peak_bandwidth_Bps() / 1e9);
+    o << buf;
+  }
+  o << "\n" << m_workload->report() << "\n";
+
+  const auto parts = energy_parts();
+  double total = 0, refresh = 0;
+  for (const auto& p : parts) {
+    total += p.second;
+    if (p.first.size() > 8 && p.first.compare(p.first.size() - 8, 8, ".refresh") == 0) refresh += p.second;
+  }
+  o << "Energy\n";
+  for (const auto& [name, j] : parts) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "  %-28s %14s  %5.1f %%\n", name.c_str(), si(j, "J").c_str(),
+                  total > 0 ? 100.0 * j / total : 0.0);
+    o << buf;
+  }
+  {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "  %-28s %14s\n", "total", si(total, "J").c_str());
+    o << buf;
+    std::snprintf(buf, sizeof buf, "  eDRAM refresh: %s (%.1f %% of the total)\n", si(refresh, "J").c_str(),
+                  total > 0 ? 100.0 * refresh / total : 0.0);
+    o << buf;
+  }
+
+  o << "\nStatistics\n";
+  for (const stat_group* g : collect_stat_groups()) {
+    o << "  " << g->owner() << "\n";
+    for (const stat& s : g->all()) {
+      char buf[512];
+      std::snprintf(buf, sizeof buf, "    %-34s %14.6g %-6s %s\n", s.name().c_str(), s.value(),
+                    s.unit().c_str(), s.description().c_str());
+      o << buf;
+    }
+  }
+  return o.str();
+}
+
+}  // namespace kelle

@@ -1,0 +1,53 @@
+// Builds a system from a scenario and runs it: the interconnect, the memories of the address
+// map (each chosen by name from the memory registry), and the workload (chosen by
+// workload.type). Afterwards it gathers results.json and the text report.
+#pragma once
+
+#include "models/interconnect/router.h"
+#include "models/memory/memory_target.h"
+#include "platform/config/config.h"
+#include "platform/system/workload.h"
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kelle {
+
+class platform : public platform_view {
+ public:
+  // Elaborates the platform; every key of the scenario must be read by then.
+  explicit platform(config& cfg);
+  ~platform() override;
+
+  // Simulates until the workload has finished; throws if it has not within sim.time_limit_s.
+  void run();
+
+  nlohmann::json results() const;
+  std::string report() const;
+
+  router& interconnect() override { return *m_router; }
+  memory_target* memory(const std::string& name) override;
+  std::string memory_names() const override;
+  std::uint64_t seed() const override { return m_seed; }
+  workload& work() { return *m_workload; }
+
+ private:
+  config& m_cfg;
+  std::string m_name;
+  std::string m_system_name;
+  std::uint64_t m_seed;
+  double m_time_limit_s;
+  std::unique_ptr<router> m_router;
+  std::vector<std::unique_ptr<memory_target>> m_memories;
+  std::vector<std::string> m_memory_models;
+  std::unique_ptr<workload> m_workload;
+  double m_wall_s = 0.0;
+};
+
+// The effective configuration as JSON (plain scalars become numbers or booleans where they are).
+nlohmann::json yaml_to_json(const YAML::Node& n);
+
+}  // namespace kelle

@@ -1,0 +1,40 @@
+#include "platform/system/sc_setup.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <systemc>
+
+#include <cstdlib>
+#include <string>
+
+namespace kelle {
+namespace {
+
+void report_handler(const sc_core::sc_report& r, const sc_core::sc_actions&) {
+  const std::string where = r.get_msg_type();
+  const std::string msg = r.get_msg();
+  const std::string t = sc_core::sc_time_stamp().to_string();
+  switch (r.get_severity()) {
+    case sc_core::SC_INFO:
+      spdlog::info("[{}] {}: {}", t, where, msg);
+      break;
+    case sc_core::SC_WARNING:
+      spdlog::warn("[{}] {}: {}", t, where, msg);
+      break;
+    default:
+      throw simulation_error("[" + t + "] " + where + ": " + msg);
+  }
+}
+
+}  // namespace
+
+void setup_systemc_process() {
+  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 1);
+  sc_core::sc_report_handler::set_handler(report_handler);
+  // Log to standard error: standard output carries the report.
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "kelle", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
+  spdlog::default_logger()->set_pattern("%^%l%$: %v");
+}
+
+}  // namespace kelle

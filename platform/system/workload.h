@@ -1,0 +1,48 @@
+// A workload drives the platform: it owns the initiators that issue transactions (a traffic
+// generator today; the firmware model later). Chosen by `workload.type` from a registry.
+#pragma once
+
+#include "platform/config/config.h"
+#include "platform/registry/registry.h"
+
+#include <nlohmann/json.hpp>
+#include <systemc>
+
+#include <string>
+
+namespace kelle {
+
+class router;
+class memory_target;
+
+// What the platform offers a workload while it is built.
+class platform_view {
+ public:
+  virtual ~platform_view() = default;
+  virtual router& interconnect() = 0;
+  // The memory instance of that name, or nullptr.
+  virtual memory_target* memory(const std::string& name) = 0;
+  virtual std::string memory_names() const = 0;
+  virtual std::uint64_t seed() const = 0;
+};
+
+class workload : public sc_core::sc_module {
+ public:
+  using sc_core::sc_module::sc_module;
+  // Whether everything the workload set out to do has completed.
+  virtual bool finished() const = 0;
+  // Adds the workload's own results (e.g. `traffic`) to results.json.
+  virtual void add_results(nlohmann::json& /*results*/) const {}
+  // The workload's section of the text report.
+  virtual std::string report() const { return {}; }
+};
+
+struct workload_args {
+  config_node params;  // the `workload` section
+  platform_view& platform;
+};
+
+using workload_registry = registry<workload, const workload_args&>;
+workload_registry& workloads();
+
+}  // namespace kelle

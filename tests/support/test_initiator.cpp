@@ -1,0 +1,121 @@
+#include "tests/support/test_initiator.h"
+
+namespace kelle::test {
+
+struct test_initiator::tx {
+  tlm::tlm_generic_payload payload;
+  request* req;
+};
+
+test_initiator::test_initiator(const sc_core::sc_module_name& name, const workload_args& a)
+    : workload(name), socket("socket") {
+  socket.register_nb_transport_bw(this, &test_initiator::nb_transport_bw);
+  a.platform.interconnect().add_initiator(basename());
+  socket.bind(a.platform.interconnect().target_socket);
+  SC_HAS_PROCESS(test_initiator);
+  SC_THREAD(run);
+}
+
+std::size_t test_initiator::add(request r) {
+  m_requests.push_back(std::make_unique<request>(std::move(r)));
+  return m_requests.size() - 1;
+}
+
+std::size_t test_initiator::read(std::uint64_t addr, unsigned len, sc_core::sc_time at) {
+  request r;
+  r.addr = addr;
+  r.len = len;
+  r.issue_at = at;
+  r.data.assign(len, 0);
+  return add(std::move(r));
+}
+
+std::size_t test_initiator::write(std::uint64_t addr, std::vector<unsigned char> data, sc_core::sc_time at) {
+  request r;
+  r.cmd = tlm::TLM_WRITE_COMMAND;
+  r.addr = addr;
+  r.len = static_cast<unsigned>(data.size());
+  r.data = std::move(data);
+  r.issue_at = at;
+  return add(std::move(r));
+}
+
+bool test_initiator::finished() const {
+  for (const auto& r : m_requests)
+    if (!r->done) return false;
+  return true;
+}
+
+void test_initiator::run() {
+  for (auto& rp : m_requests) {
+    request& r = *rp;
+    if (r.issue_at > sc_core::sc_time_stamp()) sc_core::wait(r.issue_at - sc_core::sc_time_stamp());
+    auto t = std::make_unique<tx>();
+    t->req = &r;
+    tlm::tlm_generic_payload& p = t->payload;
+    p.set_command(r.cmd);
+    p.set_address(r.addr);
+    if (r.data.size() < r.len) r.data.resize(r.len);
+    p.set_data_ptr(r.data.data());
+    p.set_data_length(r.len);
+    p.set_streaming_width(r.streaming_width ? r.streaming_width : r.len);
+    p.set_byte_enable_ptr(r.byte_enable);
+    p.set_byte_enable_length(r.byte_enable ? r.len : 0);
+    p.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+    m_tx.push_back(std::move(t));
+
+    r.begin_req = sc_core::sc_time_stamp();
+    tlm::tlm_phase ph = tlm::BEGIN_REQ;
+    sc_core::sc_time d = sc_core::SC_ZERO_TIME;
+    m_awaiting_end_req = &p;
+    const tlm::tlm_sync_enum s = socket->nb_transport_fw(p, ph, d);
+    if (s == tlm::TLM_ACCEPTED) {
+      if (m_awaiting_end_req) sc_core::wait(m_end_req);
+      r.end_req = sc_core::sc_time_stamp();
+    } else {
+      m_awaiting_end_req = nullptr;
+      r.end_req = sc_core::sc_time_stamp() + d;
+      if (s == tlm::TLM_COMPLETED || ph == tlm::BEGIN_RESP) complete(p, sc_core::sc_time_stamp() + d);
+      sc_core::wait(d);
+    }
+  }
+}
+
+tlm::tlm_sync_enum test_initiator::nb_transport_bw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph,
+                                                   sc_core::sc_time& delay) {
+  if (ph == tlm::END_REQ || ph == tlm::BEGIN_RESP) {
+    if (m_awaiting_end_req == &t) {
+      m_awaiting_end_req = nullptr;
+      m_end_req.notify(delay);
+    }
+  }
+  if (ph == tlm::END_REQ) return tlm::TLM_ACCEPTED;
+  if (ph == tlm::BEGIN_RESP) {
+    complete(t, sc_core::sc_time_stamp() + delay);
+    return tlm::TLM_COMPLETED;
+  }
+  SC_REPORT_FATAL(name(), "unexpected phase");
+  return tlm::TLM_COMPLETED;
+}
+
+void test_initiator::complete(tlm::tlm_generic_payload& t, const sc_core::sc_time& at) {
+  for (auto& x : m_tx)
+    if (&x->payload == &t) {
+      x->req->begin_resp = at;
+      x->req->status = t.get_response_status();
+      x->req->done = true;
+      return;
+    }
+}
+
+namespace {
+KELLE_REGISTER(workloads(), "test_script", "scripted test initiator (tests only)",
+               [](const workload_args& a) -> std::unique_ptr<workload> {
+                 return std::make_unique<test_initiator>("tester", a);
+               });
+}  // namespace
+
+bench::bench(const std::string& yaml, const std::vector<std::string>& overrides)
+    : cfg(config::from_string(yaml, "test.yaml", overrides)), p(std::make_unique<platform>(cfg)) {}
+
+}  // namespace kelle::test

@@ -1,0 +1,67 @@
+// A scripted AT initiator for tests: requests are queued with the time to issue them; each is
+// issued at that time or as soon as the base protocol allows (END_REQ of the previous one), and
+// its phase times and response status are recorded. Registered as workload type `test_script`.
+#pragma once
+
+#include "platform/system/platform.h"
+#include "platform/system/workload.h"
+
+#include <tlm_utils/simple_initiator_socket.h>
+
+#include <memory>
+#include <vector>
+
+namespace kelle::test {
+
+struct request {
+  tlm::tlm_command cmd = tlm::TLM_READ_COMMAND;
+  std::uint64_t addr = 0;
+  unsigned len = 64;
+  sc_core::sc_time issue_at;           // earliest time to send BEGIN_REQ
+  std::vector<unsigned char> data;     // write data / read result
+  unsigned char* byte_enable = nullptr;
+  unsigned streaming_width = 0;        // 0: the length
+  // Filled in by the run:
+  sc_core::sc_time begin_req, end_req, begin_resp;
+  tlm::tlm_response_status status = tlm::TLM_INCOMPLETE_RESPONSE;
+  bool done = false;
+  sc_core::sc_time latency() const { return begin_resp - begin_req; }
+};
+
+class test_initiator : public workload {
+ public:
+  tlm_utils::simple_initiator_socket<test_initiator> socket;
+  test_initiator(const sc_core::sc_module_name& name, const workload_args& args);
+
+  // Queues a request; returns its index. Call before the simulation runs.
+  std::size_t read(std::uint64_t addr, unsigned len, sc_core::sc_time at = sc_core::SC_ZERO_TIME);
+  std::size_t write(std::uint64_t addr, std::vector<unsigned char> data,
+                    sc_core::sc_time at = sc_core::SC_ZERO_TIME);
+  std::size_t add(request r);
+  request& operator[](std::size_t i) { return *m_requests[i]; }
+  std::size_t size() const { return m_requests.size(); }
+  bool finished() const override;
+
+ private:
+  struct tx;
+  void run();
+  tlm::tlm_sync_enum nb_transport_bw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph,
+                                     sc_core::sc_time& delay);
+  void complete(tlm::tlm_generic_payload& t, const sc_core::sc_time& at);
+
+  std::vector<std::unique_ptr<request>> m_requests;
+  std::vector<std::unique_ptr<tx>> m_tx;
+  tlm::tlm_generic_payload* m_awaiting_end_req = nullptr;
+  sc_core::sc_event m_end_req;
+};
+
+// A platform built from YAML text (the tech file is included from scenarios/) with a
+// test_script workload; `p.work()` is the test initiator.
+struct bench {
+  explicit bench(const std::string& yaml, const std::vector<std::string>& overrides = {});
+  config cfg;
+  std::unique_ptr<platform> p;
+  test_initiator& init() { return dynamic_cast<test_initiator&>(p->work()); }
+};
+
+}  // namespace kelle::test

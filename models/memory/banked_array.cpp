@@ -4,8 +4,9 @@
 
 namespace kelle {
 
-banked_array::banked_array(const memory_args& a, const std::string& cell)
-    : memory_target(a),
+banked_array::banked_array(const sc_core::sc_module_name& name, const memory_args& a,
+                           const std::string& cell)
+    : memory_target(name, a),
       m_banks(static_cast<unsigned>(a.params.get_uint("banks", 16, "number of banks", 1, 4096))),
       m_interleave(a.params.get_uint("interleave_bytes", 64,
                                      "bytes mapped to one bank before the next bank", 1, 1 << 20)),

@@ -14,7 +14,7 @@ namespace kelle {
 
 class banked_array : public memory_target {
  public:
-  banked_array(const memory_args& args, const std::string& cell);
+  banked_array(const sc_core::sc_module_name& name, const memory_args& args, const std::string& cell);
 
   double peak_bandwidth_Bps() const override { return m_bank_Bps * m_banks; }
   double area_mm2() const override { return m_area_mm2; }

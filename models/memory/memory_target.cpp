@@ -21,8 +21,8 @@ double tech_value(const config_node& tech, const std::string& section, const std
   return tech.child(section).require_double(key, expected, min);
 }
 
-memory_target::memory_target(const memory_args& a)
-    : sc_core::sc_module(sc_core::sc_module_name(a.name.c_str())),
+memory_target::memory_target(const sc_core::sc_module_name& name, const memory_args& a)
+    : sc_core::sc_module(name),
       socket("socket"),
       m_stats("stats"),
       m_reads(m_stats.counter("reads", "count", "read transactions served")),

@@ -38,7 +38,10 @@ class memory_target : public sc_core::sc_module {
  public:
   tlm_utils::simple_target_socket<memory_target> socket;
 
-  explicit memory_target(const memory_args& args);
+  // `name` must be the factory's sc_module_name (it has to outlive the whole constructor chain:
+  // SystemC leaves the module's scope when it is destroyed); make_unique<M>(args.name.c_str(),
+  // args) does that.
+  memory_target(const sc_core::sc_module_name& name, const memory_args& args);
 
   std::uint64_t capacity_bytes() const { return m_capacity; }
   // The model's peak data bandwidth in bytes per second (what a perfect stream would reach).

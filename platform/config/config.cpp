@@ -36,10 +36,18 @@ YAML::Node find(const YAML::Node& root, const std::string& path) {
     if (!cur.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
     const YAML::Node& c = cur;
     YAML::Node next = c[part];
-    if (!next.IsDefined()) return next;
+    if (!next.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
     cur.reset(next);
   }
   return cur;
+}
+
+// The map `cur[key]`, created when absent.
+YAML::Node child_map(YAML::Node& cur, const std::string& key) {
+  const YAML::Node existing = find(cur, key);
+  if (existing.IsDefined()) return existing;
+  cur[key] = YAML::Node(YAML::NodeType::Map);
+  return find(cur, key);
 }
 
 const char* kind_of(const YAML::Node& n) {
@@ -263,17 +271,11 @@ void config::apply_override(const std::string& assignment) {
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     if (parts[i].empty()) throw config_error(where + ": empty key in '" + path + "'");
     so_far = join(so_far, parts[i]);
-    const YAML::Node& cc = cur;
-    YAML::Node next = cc[parts[i]];
-    if (!next.IsDefined()) {
-      cur[parts[i]] = YAML::Node(YAML::NodeType::Map);
-      const YAML::Node& c2 = cur;
-      next.reset(c2[parts[i]]);
-    } else if (!next.IsMap()) {
+    const YAML::Node existing = find(cur, parts[i]);
+    if (existing.IsDefined() && !existing.IsMap())
       throw config_error(where + ": cannot set '" + path + "': '" + so_far + "' is " +
-                         kind_of(next) + ", not a map");
-    }
-    cur.reset(next);
+                         kind_of(existing) + ", not a map");
+    cur.reset(child_map(cur, parts[i]));
   }
   if (parts.back().empty()) throw config_error(where + ": empty key in '" + path + "'");
   cur[parts.back()] = value;
@@ -350,14 +352,7 @@ void config_node::set_default(const std::string& key, const std::string& text) c
   YAML::Node cur = m_cfg->m_root;
   for (const auto& part : split_path(m_path)) {
     if (part.empty()) break;
-    const YAML::Node& cc = cur;
-    YAML::Node next = cc[part];
-    if (!next.IsDefined()) {
-      cur[part] = YAML::Node(YAML::NodeType::Map);
-      const YAML::Node& c2 = cur;
-      next.reset(c2[part]);
-    }
-    cur.reset(next);
+    cur.reset(child_map(cur, part));
   }
   cur[key] = text;
 }

@@ -1,5 +1,8 @@
 #include "tests/support/test_initiator.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 namespace kelle::test {
 
 struct test_initiator::tx {
@@ -15,6 +18,8 @@ test_initiator::test_initiator(const sc_core::sc_module_name& name, const worklo
   SC_HAS_PROCESS(test_initiator);
   SC_THREAD(run);
 }
+
+test_initiator::~test_initiator() = default;
 
 std::size_t test_initiator::add(request r) {
   m_requests.push_back(std::make_unique<request>(std::move(r)));
@@ -63,6 +68,13 @@ void test_initiator::run() {
     p.set_byte_enable_length(r.byte_enable ? r.len : 0);
     p.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
     m_tx.push_back(std::move(t));
+    if (r.debug) {
+      r.debug_bytes = socket->transport_dbg(p);
+      r.begin_req = r.end_req = r.begin_resp = sc_core::sc_time_stamp();
+      r.status = p.get_response_status();
+      r.done = true;
+      continue;
+    }
 
     r.begin_req = sc_core::sc_time_stamp();
     tlm::tlm_phase ph = tlm::BEGIN_REQ;
@@ -117,5 +129,41 @@ KELLE_REGISTER(workloads(), "test_script", "scripted test initiator (tests only)
 
 bench::bench(const std::string& yaml, const std::vector<std::string>& overrides)
     : cfg(config::from_string(yaml, "test.yaml", overrides)), p(std::make_unique<platform>(cfg)) {}
+
+std::string in_child_process(const std::function<std::string()>& f) {
+  int fd[2];
+  if (pipe(fd) != 0) throw std::runtime_error("pipe failed");
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    close(fd[0]);
+    std::string out;
+    try {
+      out = f();
+    } catch (const std::exception& e) {
+      out = std::string("error: ") + e.what();
+    }
+    const char* p = out.data();
+    std::size_t left = out.size();
+    while (left > 0) {
+      const ssize_t n = ::write(fd[1], p, left);
+      if (n <= 0) break;
+      p += n;
+      left -= static_cast<std::size_t>(n);
+    }
+    close(fd[1]);
+    _exit(0);
+  }
+  close(fd[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  close(fd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("child process failed");
+  return out;
+}
 
 }  // namespace kelle::test

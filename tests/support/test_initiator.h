@@ -8,6 +8,7 @@
 
 #include <tlm_utils/simple_initiator_socket.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct request {
   std::vector<unsigned char> data;     // write data / read result
   unsigned char* byte_enable = nullptr;
   unsigned streaming_width = 0;        // 0: the length
+  bool debug = false;                  // use transport_dbg (no time passes)
+  unsigned debug_bytes = 0;            // what transport_dbg returned
   // Filled in by the run:
   sc_core::sc_time begin_req, end_req, begin_resp;
   tlm::tlm_response_status status = tlm::TLM_INCOMPLETE_RESPONSE;
@@ -32,6 +35,7 @@ class test_initiator : public workload {
  public:
   tlm_utils::simple_initiator_socket<test_initiator> socket;
   test_initiator(const sc_core::sc_module_name& name, const workload_args& args);
+  ~test_initiator() override;
 
   // Queues a request; returns its index. Call before the simulation runs.
   std::size_t read(std::uint64_t addr, unsigned len, sc_core::sc_time at = sc_core::SC_ZERO_TIME);
@@ -63,5 +67,10 @@ struct bench {
   std::unique_ptr<platform> p;
   test_initiator& init() { return dynamic_cast<test_initiator&>(p->work()); }
 };
+
+// Runs `f` in a forked child process and returns what it returned (SystemC cannot restart its
+// kernel within one process, so a test that compares several simulations runs each in a child).
+// An exception in the child comes back as "error: <what>".
+std::string in_child_process(const std::function<std::string()>& f);
 
 }  // namespace kelle::test

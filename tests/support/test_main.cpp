@@ -3,6 +3,8 @@
 
 #include "platform/system/sc_setup.h"
 
+#include <systemc>
+
 int main(int argc, char* argv[]) {
   kelle::setup_systemc_process();
   return Catch::Session().run(argc, argv);

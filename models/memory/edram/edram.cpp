@@ -4,8 +4,8 @@
 
 namespace kelle {
 
-edram::edram(const memory_args& a)
-    : banked_array(a, "edram"),
+edram::edram(const sc_core::sc_module_name& name, const memory_args& a)
+    : banked_array(name, a, "edram"),
       m_retention(retention_model::from_tech(a.tech.child("edram"))),
       m_expected_read_errors(m_stats.counter(
           "expected_bit_errors_read", "bits",
@@ -187,7 +187,7 @@ sc_core::sc_time edram::service(tlm::tlm_command cmd, std::uint64_t addr, std::u
 KELLE_REGISTER(memories(), "edram",
                "banked 3T eDRAM: banked_array + lazy refresh accounting + retention failures",
                [](const memory_args& a) -> std::unique_ptr<memory_target> {
-                 return std::make_unique<edram>(a);
+                 return std::make_unique<edram>(a.name.c_str(), a);
                });
 
 }  // namespace kelle

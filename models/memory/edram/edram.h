@@ -23,7 +23,7 @@ namespace kelle {
 
 class edram : public banked_array {
  public:
-  explicit edram(const memory_args& args);
+  edram(const sc_core::sc_module_name& name, const memory_args& args);
 
   // Data in [addr, addr+len) is refreshed every `interval` from now on (0: never refreshed).
   void set_refresh_interval(std::uint64_t addr, std::uint64_t len, const sc_core::sc_time& interval);

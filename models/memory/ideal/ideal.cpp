@@ -8,8 +8,8 @@ namespace {
 
 class ideal : public memory_target {
  public:
-  explicit ideal(const memory_args& a)
-      : memory_target(a),
+  ideal(const sc_core::sc_module_name& n, const memory_args& a)
+      : memory_target(n, a),
         m_latency(sc_core::sc_time(a.params.get_double("latency_ns", 0.0, "access latency in ns", 0.0),
                                    sc_core::SC_NS)),
         m_energy_J_per_B(a.params.get_double("energy_pJ_per_byte", 0.0,
@@ -34,7 +34,7 @@ class ideal : public memory_target {
 
 KELLE_REGISTER(memories(), "ideal", "fixed latency, unlimited bandwidth (what-if studies)",
                [](const memory_args& a) -> std::unique_ptr<memory_target> {
-                 return std::make_unique<ideal>(a);
+                 return std::make_unique<ideal>(a.name.c_str(), a);
                });
 
 }  // namespace

@@ -7,12 +7,12 @@ namespace {
 
 class sram : public banked_array {
  public:
-  explicit sram(const memory_args& a) : banked_array(a, "sram") {}
+  sram(const sc_core::sc_module_name& n, const memory_args& a) : banked_array(n, a, "sram") {}
 };
 
 KELLE_REGISTER(memories(), "sram", "banked SRAM array: bandwidth, banks, latency, energy/byte, leakage",
                [](const memory_args& a) -> std::unique_ptr<memory_target> {
-                 return std::make_unique<sram>(a);
+                 return std::make_unique<sram>(a.name.c_str(), a);
                });
 
 }  // namespace

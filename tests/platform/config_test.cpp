@@ -1,0 +1,152 @@
+// Scenario configuration: includes, overrides, typed reads, defaults and error messages.
+#include <catch2/catch.hpp>
+
+#include "platform/config/config.h"
+
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+using kelle::config;
+using kelle::config_error;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// A fresh folder for the files of one test.
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    path = fs::temp_directory_path() / ("kelle_cfg_" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~temp_dir() { fs::remove_all(path); }
+  std::string write(const std::string& name, const std::string& text) const {
+    const fs::path p = path / name;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+    return p.string();
+  }
+};
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const config_error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("config: includes merge maps, the including file and -p override in that order", "[config]") {
+  temp_dir d;
+  d.write("base.yaml", "a:\n  x: 1\n  y: 2\nb: base\n");
+  const std::string main = d.write("main.yaml", "include: base.yaml\na:\n  y: 3\n");
+  config c = config::load(main, {"a.x=10"});
+  auto a = c.root().child("a");
+  CHECK(a.get_uint("x", 0, "n") == 10);
+  CHECK(a.get_uint("y", 0, "n") == 3);
+  CHECK(c.root().get_string("b", "", "s") == "base");
+  CHECK(c.where("a.y") == main + ":3");
+  CHECK(c.where("a.x") == "command line -p a.x=10");
+  c.check_all_used();
+}
+
+TEST_CASE("config: defaults are recorded in the effective configuration", "[config]") {
+  config c = config::from_string("s: {given: 2}\n");
+  auto s = c.root().child("s");
+  CHECK(s.get_double("given", 1.0, "x") == 2.0);
+  CHECK(s.get_double("missing", 0.25, "x") == 0.25);
+  CHECK(s.get_string("mode", "fast", "x") == "fast");
+  CHECK(c.effective()["s"]["missing"].as<double>() == 0.25);
+  CHECK(c.effective()["s"]["mode"].as<std::string>() == "fast");
+}
+
+TEST_CASE("config: an unknown key names its file, line, path and the keys expected there", "[config]") {
+  temp_dir d;
+  const std::string f = d.write("s.yaml", "mem:\n  banks: 4\n  bandwith_GBps: 10\n");
+  config c = config::load(f);
+  auto m = c.root().child("mem");
+  m.get_uint("banks", 1, "banks");
+  m.get_double("bandwidth_GBps", 1, "GB/s");
+  const std::string e = error_of([&] { c.check_all_used(); });
+  CHECK_THAT(e, Contains(f + ":3: unknown key 'mem.bandwith_GBps'"));
+  CHECK_THAT(e, Contains("bandwidth_GBps"));
+}
+
+TEST_CASE("config: wrong types, ranges and missing keys are errors with the key path", "[config]") {
+  config c = config::from_string("m: {n: many, x: -3, list: [1, 2], flag: maybe}\n", "t.yaml");
+  auto m = c.root().child("m");
+  CHECK_THAT(error_of([&] { m.get_uint("n", 1, "a count"); }),
+             Contains("t.yaml:1: m.n: expected a count (a whole number >= 0), got 'many'"));
+  CHECK_THAT(error_of([&] { m.get_double("x", 1, "a latency in ns", 0.0); }),
+             Contains("m.x: expected a latency in ns in [0, .inf], got -3"));
+  CHECK_THAT(error_of([&] { m.get_double("list", 1, "a number"); }),
+             Contains("m.list: expected a number, got a list"));
+  CHECK_THAT(error_of([&] { m.get_bool("flag", true, "a switch"); }), Contains("m.flag: expected a switch"));
+  CHECK_THAT(error_of([&] { m.require_double("absent", "the bandwidth in GB/s"); }),
+             Contains("m.absent: missing; expected the bandwidth in GB/s"));
+  CHECK_THAT(error_of([&] { m.get_choice("n", "a", {"a", "b"}); }),
+             Contains("m.n: expected one of: a, b; got 'many'"));
+  CHECK_THAT(error_of([&] { c.root().child("m").child("n"); }), Contains("m.n: expected a map, got a value"));
+}
+
+TEST_CASE("config: whole numbers accept hex and exponent notation but not fractions or negatives", "[config]") {
+  config c = config::from_string("a: 0x400\nb: 1e6\nc: 1.5\nd: -1\n");
+  auto r = c.root();
+  CHECK(r.get_uint("a", 0, "n") == 1024);
+  CHECK(r.get_uint("b", 0, "n") == 1000000);
+  CHECK_THROWS_AS(r.get_uint("c", 0, "n"), config_error);
+  CHECK_THROWS_AS(r.get_uint("d", 0, "n"), config_error);
+}
+
+TEST_CASE("config: include errors: missing file and cycles", "[config]") {
+  temp_dir d;
+  const std::string a = d.write("a.yaml", "include: b.yaml\n");
+  d.write("b.yaml", "include: a.yaml\n");
+  CHECK_THAT(error_of([&] { config::load(a); }), Contains("include cycle"));
+  const std::string m = d.write("m.yaml", "x: 1\ninclude: [nothere.yaml]\n");
+  CHECK_THAT(error_of([&] { config::load(m); }),
+             Contains(m + ":2: include 'nothere.yaml': file not found"));
+  CHECK_THAT(error_of([&] { config::load((d.path / "absent.yaml").string()); }),
+             Contains("absent.yaml: cannot open the file"));
+}
+
+TEST_CASE("config: YAML syntax errors give the file and line", "[config]") {
+  temp_dir d;
+  const std::string f = d.write("bad.yaml", "a: 1\nb: [1, 2\n");
+  CHECK_THAT(error_of([&] { config::load(f); }), Contains("bad.yaml:"));
+  CHECK_THAT(error_of([&] { config::load(f); }), Contains("YAML syntax error"));
+}
+
+TEST_CASE("config: system names resolve to built-in system files, -p system= switches them", "[config]") {
+  config c = config::from_string("system: kelle_edram\n");
+  CHECK(c.root().child("system").get_string("name", "", "n") == "kelle_edram");
+  config o = config::from_string("system: kelle_edram\n", "t.yaml", {"system=original_sram"});
+  CHECK(o.root().child("system").get_string("name", "", "n") == "original_sram");
+  CHECK_THAT(error_of([] { config::from_string("system: nosuch\n"); }),
+             Contains("system: 'nosuch' is not a built-in system (expected one of:"));
+}
+
+TEST_CASE("config: overrides: bad syntax and setting below a value are errors", "[config]") {
+  CHECK_THAT(error_of([] { config::from_string("a: 1\n", "t", {"a"}); }), Contains("expected key.path=value"));
+  CHECK_THAT(error_of([] { config::from_string("a: 1\n", "t", {"a.b=2"}); }),
+             Contains("cannot set 'a.b': 'a' is a value, not a map"));
+  CHECK_THAT(error_of([] { config::from_string("a: 1\n", "t", {"a="}); }), Contains("the value is empty"));
+  config c = config::from_string("a: 1\n", "t", {"new.deep.key=[1, 2]"});
+  CHECK(c.effective()["new"]["deep"]["key"].size() == 2);
+}
+
+TEST_CASE("config: accept_unread skips an unread section but still checks a read one", "[config]") {
+  config c = config::from_string("tech:\n  sram: {x: 1}\n  edram: {y: 2, typo: 3}\n");
+  auto t = c.root().child("tech");
+  t.child("edram").get_uint("y", 0, "n");
+  c.accept_unread("tech.sram");
+  c.accept_unread("tech.edram");
+  CHECK_THAT(error_of([&] { c.check_all_used(); }), Contains("unknown key 'tech.edram.typo'"));
+}

@@ -26,6 +26,8 @@ router::router(const sc_core::sc_module_name& name, const config_node& params)
                                       "bandwidth of a port per direction in GB/s (.inf: no limit)",
                                       1e-6) *
                     1e9),
+      m_buffer_depth(params.get_uint("buffer_depth", 8,
+                                     "requests buffered per initiator and target port", 1, 1 << 20)),
       m_stats("stats"),
       m_decode_errors(m_stats.counter("decode_errors", "count",
                                       "requests to unmapped addresses (TLM_ADDRESS_ERROR_RESPONSE)")) {
@@ -89,7 +91,10 @@ std::uint64_t router::base_of(const std::string& target) const {
 }
 
 void router::before_end_of_elaboration() {
-  for (auto& t : m_targets) t->queues.resize(m_initiators.size());
+  for (auto& t : m_targets) {
+    t->queues.resize(m_initiators.size());
+    t->held.assign(m_initiators.size(), nullptr);
+  }
   for (unsigned i = 0; i < m_targets.size(); ++i)
     sc_core::sc_spawn([this, i] { target_thread(i); },
                       sc_core::sc_gen_unique_name(("arbiter_" + m_targets[i]->name).c_str()));
@@ -139,9 +144,15 @@ tlm::tlm_sync_enum router::nb_transport_fw(int id, tlm::tlm_generic_payload& t, 
     r->base = tp.base;
     t.set_extension(r);
     t.set_address(t.get_address() - tp.base);
-    const sc_core::sc_time ready = sc_core::sc_time_stamp() + delay + ip.latency;
-    tp.queues[static_cast<unsigned>(id)].push_back({&t, ready});
-    tp.wake.notify(delay + ip.latency);
+    const sc_core::sc_time ready = sc_core::sc_time_stamp() + delay + ip.latency + tp.latency;
+    auto& q = tp.queues[static_cast<unsigned>(id)];
+    q.push_back({&t, ready});
+    tp.wake.notify(delay + ip.latency + tp.latency);
+    if (q.size() <= m_buffer_depth) {  // room in the buffer: accept at once
+      ph = tlm::END_REQ;
+      return tlm::TLM_UPDATED;
+    }
+    tp.held[static_cast<unsigned>(id)] = &t;  // END_REQ when the buffer has room again
     return tlm::TLM_ACCEPTED;
   }
   if (ph == tlm::END_RESP) {
@@ -182,7 +193,6 @@ void router::target_thread(unsigned ti) {
     const unsigned ii = static_cast<unsigned>(pick);
     tp.rr = (ii + 1) % n;
     const pending p = tp.queues[ii].front();
-    tp.queues[ii].pop_front();
     tlm::tlm_generic_payload& t = *p.t;
     initiator_port& ip = *m_initiators[ii];
 
@@ -193,7 +203,6 @@ void router::target_thread(unsigned ti) {
       send = pass(ip.down_free, ip.Bps, len, send);
       send = pass(tp.down_free, tp.Bps, len, send);
     }
-    send += tp.latency;
     ++*tp.transactions;
     ++*ip.transactions;
     *tp.bytes += t.get_data_length();
@@ -220,10 +229,14 @@ void router::target_thread(unsigned ti) {
     *tp.wait += waited.to_seconds();
     *ip.wait += waited.to_seconds();
 
-    // Pass END_REQ to the initiator: it may now send its next request.
-    tlm::tlm_phase up = tlm::END_REQ;
-    sc_core::sc_time ud = sc_core::SC_ZERO_TIME;
-    target_socket[static_cast<int>(ii)]->nb_transport_bw(t, up, ud);
+    // The request leaves the buffer; a request held for want of room may now have END_REQ.
+    tp.queues[ii].pop_front();
+    if (tlm::tlm_generic_payload* h = tp.held[ii]) {
+      tp.held[ii] = nullptr;
+      tlm::tlm_phase up = tlm::END_REQ;
+      sc_core::sc_time ud = sc_core::SC_ZERO_TIME;
+      target_socket[static_cast<int>(ii)]->nb_transport_bw(*h, up, ud);
+    }
   }
 }
 

@@ -3,9 +3,11 @@
 //
 // - Address decode from the map; the target sees addresses relative to its base. An unmapped
 //   address completes at once with TLM_ADDRESS_ERROR_RESPONSE.
-// - Per target port, requests wait in one queue per initiator and are forwarded one at a time
-//   (the base protocol's request exclusion) with round-robin arbitration between initiators.
-//   A target's END_REQ is passed back to the initiator, so back-pressure propagates.
+// - Per target port, requests wait in a buffer per initiator (`buffer_depth` requests) and are
+//   forwarded one at a time (the base protocol's request exclusion) with round-robin
+//   arbitration between initiators. A request that finds room in its buffer gets END_REQ at
+//   once; one that finds the buffer full gets it when a buffered request has been accepted by
+//   the target, so a target's back-pressure reaches the initiators.
 // - Responses are buffered per initiator port and delivered in order of readiness.
 // - Every port has a latency (a crossing pays the latency of both ports it uses) and a
 //   bandwidth per direction: a port's data transfers are serialised on it (a transfer of B bytes
@@ -69,7 +71,8 @@ class router : public sc_core::sc_module {
   };
   struct target_port : port {
     std::uint64_t base = 0, size = 0;
-    std::vector<std::deque<pending>> queues;  // one per initiator
+    std::vector<std::deque<pending>> queues;  // one buffer per initiator
+    std::vector<tlm::tlm_generic_payload*> held;  // per initiator: request not yet given END_REQ
     unsigned rr = 0;                          // next initiator the arbiter looks at
     tlm::tlm_generic_payload* awaiting_end_req = nullptr;
     sc_core::sc_event end_req;
@@ -99,6 +102,7 @@ class router : public sc_core::sc_module {
   config_node m_params;
   sc_core::sc_time m_default_latency;
   double m_default_Bps;
+  std::size_t m_buffer_depth;
   std::vector<std::unique_ptr<target_port>> m_targets;
   std::vector<std::unique_ptr<initiator_port>> m_initiators;
   // Route extensions not in use. One in flight belongs to its payload until the router takes

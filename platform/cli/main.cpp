@@ -62,7 +62,7 @@ int run(const run_options& o) {
   if (!o.outdir.empty()) {
     write_file(fs::path(o.outdir) / "results.json", p.results().dump(2) + "\n");
     write_file(fs::path(o.outdir) / "report.txt", report);
-    if (!o.quiet) std::cout << "\nResults written to " << o.outdir << "/\n";
+    std::cerr << "Results written to " << o.outdir << "/\n";
   }
   return 0;
 }

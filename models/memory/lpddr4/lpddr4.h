@@ -1,0 +1,134 @@
+// `lpddr4`: LPDDR4 SDRAM main memory. Channels of x16 devices, banks per channel, one row buffer
+// per bank kept open after an access (open-page policy), JEDEC timings (tRCD, RL, WL, tRP, tRAS,
+// tRTP, tWR, tWTR, tRRD, tFAW, burst time = tCCD) and all-bank refresh (tRFCab every tREFI).
+//
+// Built for large transfers: a request is split per channel and per row it touches, and each
+// row segment (up to a row of bursts) is timed in closed form with one loop iteration, never
+// one step per burst. Per channel the controller serves requests in arrival order (FCFS): the
+// PRE/ACT of a request overlap earlier data transfers of other banks, the data bursts of a
+// channel are serialised on its bus. Refresh is lazy: channel c refreshes in the windows
+// [phase_c + k tREFI, + tRFC); a transfer that would overlap a window stops at its start and
+// resumes after it with every row closed. No SystemC event is used for refresh.
+//
+// Address mapping (low to high bits): column-low (channel_interleave_bytes) : channel :
+// column-high : bank : row, i.e. row:bank:column:channel:column-low, so a sequential stream
+// spreads over all channels every channels x channel_interleave_bytes and moves to the next bank
+// after a full row of every channel. See docs/models/memory-lpddr4.md.
+#pragma once
+
+#include "models/memory/memory_target.h"
+
+#include <vector>
+
+namespace kelle {
+
+class lpddr4 : public memory_target {
+ public:
+  using tick = std::uint64_t;  // a time in units of the SystemC time resolution
+
+  struct location {
+    unsigned channel;
+    unsigned bank;
+    std::uint64_t row;
+    std::uint64_t column;  // byte within the row
+  };
+  enum class row_state { closed, hit, conflict };
+
+  struct timing_set {
+    sc_core::sc_time tCK, tBURST, tRCD, tRP, tRAS, tCL, tCWL, tRTP, tWR, tWTR, tRRD, tFAW, tRFC,
+        tREFI;
+  };
+
+  // `name`: the factory's sc_module_name (see memory_target).
+  lpddr4(const sc_core::sc_module_name& name, const memory_args& args);
+
+  // data rate x channel width x channels.
+  double peak_bandwidth_Bps() const override { return m_peak_Bps; }
+
+  location decode(std::uint64_t addr) const;
+  unsigned channels() const { return m_channels; }
+  unsigned banks_per_channel() const { return m_banks; }
+  std::uint64_t row_bytes() const { return m_row_bytes; }
+  std::uint64_t burst_bytes() const { return m_burst_bytes; }
+  std::uint64_t interleave_bytes() const { return m_interleave; }
+  bool refresh_enabled() const { return m_refresh; }
+  const timing_set& timings() const { return m_t; }
+
+  // The documented formulas (docs/models/memory-lpddr4.md).
+  // Latency of a lone access of `bursts` bursts on one channel that finds its bank `state`,
+  // long after any earlier activity and outside refresh windows.
+  sc_core::sc_time unloaded_latency(tlm::tlm_command cmd, std::uint64_t bursts, row_state state) const;
+  // Share of a channel's time left by refresh for a continuous stream: 1 - (tRFC + tRCD +
+  // RL or WL) / tREFI (each window costs tRFC plus re-opening a row and its first latency).
+  double refresh_efficiency(tlm::tlm_command cmd) const;
+  // Share left by row activations of a sequential stream: min(1, t_row / t_act) where t_row is
+  // the time to stream one row and t_act = max(tRRD, tFAW / 4, tRC / banks) the activation rate
+  // bound of a channel.
+  double row_switch_efficiency() const;
+  // peak x refresh efficiency x row-switch efficiency.
+  double expected_stream_bandwidth_Bps(tlm::tlm_command cmd) const;
+  // All-bank refreshes (windows started) in every channel over [0, t].
+  std::uint64_t refreshes_until(const sc_core::sc_time& t) const;
+  // Start of channel c's first refresh window.
+  sc_core::sc_time refresh_phase(unsigned channel) const;
+  // Energy of one REFab of one channel of this instance, J.
+  double refresh_energy_J() const { return m_refresh_J; }
+  // Background power of the whole instance, W.
+  double background_power_W() const { return m_background_W; }
+
+ protected:
+  sc_core::sc_time service(tlm::tlm_command cmd, std::uint64_t addr, std::uint64_t len,
+                           const sc_core::sc_time& start) override;
+
+ private:
+  static constexpr std::uint64_t no_row = ~std::uint64_t{0};
+  struct bank_state {
+    std::uint64_t open_row = no_row;
+    tick col_ok = 0;  // earliest column command (ACT + tRCD)
+    tick pre_ok = 0;  // earliest precharge (ACT + tRAS, last RD + tRTP, last write data + tWR)
+    tick act_ok = 0;  // earliest activate (PRE + tRP, end of a refresh window)
+  };
+  struct channel_state {
+    tick bus_free = 0;        // the data bus is free from
+    tick last_write_end = 0;  // end of the last write data (tWTR)
+    bool wrote = false;       // whether last_write_end is set
+    tick faw[4] = {0, 0, 0, 0};  // the last four ACT times (ring, oldest at faw_pos)
+    unsigned faw_pos = 0;
+    unsigned acts = 0;           // ACTs issued, saturating at 4
+    tick last_act = 0;
+    tick next_refresh = 0;    // start of the first refresh window not yet applied
+  };
+
+  tick serve_channel(unsigned c, bool write, std::uint64_t la0, std::uint64_t la1, tick t);
+  tick serve_segment(unsigned c, unsigned b, std::uint64_t row, std::uint64_t bursts, bool write,
+                     tick t);
+  void apply_refresh(channel_state& ch, unsigned c, std::uint64_t windows);
+  static tick ticks(const sc_core::sc_time& t) { return t.value(); }
+
+  // Organisation
+  unsigned m_channels, m_banks;
+  std::uint64_t m_width_bits, m_burst_length, m_burst_bytes, m_row_bytes, m_interleave;
+  double m_data_rate_MTps, m_peak_Bps;
+  bool m_refresh;
+  timing_set m_t;
+  // The same timings in ticks, for the hot path.
+  tick m_tB, m_tRCD, m_tRP, m_tRAS, m_tCL, m_tCWL, m_tRTP, m_tWR, m_tWTR, m_tRRD, m_tFAW, m_tRFC,
+      m_tREFI;
+
+  // Energy figures (tech.lpddr4, scaled to this instance)
+  double m_read_J_per_bit, m_write_J_per_bit, m_act_J, m_background_W, m_refresh_J;
+
+  std::vector<channel_state> m_ch;
+  std::vector<bank_state> m_bank;  // channel-major
+
+  stat& m_activations;
+  stat& m_precharges;
+  stat& m_row_hits;
+  stat& m_row_misses;
+  stat& m_row_conflicts;
+  stat& m_read_bursts;
+  stat& m_write_bursts;
+  stat& m_refresh_stalls;
+};
+
+}  // namespace kelle

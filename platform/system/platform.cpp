@@ -1,5 +1,6 @@
 #include "platform/system/platform.h"
 
+#include "models/memory/edram/edram.h"
 #include "platform/stats/stats.h"
 
 #include <cctype>
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 
 #ifndef KELLE_VP_VERSION
@@ -142,6 +144,16 @@ std::string si(double v, const std::string& unit) {
 
 }  // namespace
 
+double platform::edram_refresh_J(const std::vector<std::pair<std::string, double>>& parts) const {
+  std::set<std::string> names;  // the refresh parts of eDRAM arrays
+  for (const auto& m : m_memories)
+    if (dynamic_cast<const edram*>(m.get())) names.insert(std::string(m->basename()) + ".refresh");
+  double j = 0;
+  for (const auto& p : parts)
+    if (names.count(p.first)) j += p.second;
+  return j;
+}
+
 nlohmann::json platform::results() const {
   nlohmann::json r;
   r["kelle_vp_version"] = KELLE_VP_VERSION;
@@ -164,11 +176,12 @@ nlohmann::json platform::results() const {
 
   nlohmann::json by = nlohmann::json::object();
   double total = 0;
-  for (const auto& [name, j] : energy_parts()) {
+  const auto parts = energy_parts();
+  for (const auto& [name, j] : parts) {
     by[name] = j;
     total += j;
   }
-  r["energy_J"] = {{"total", total}, {"by_component", by}};
+  r["energy_J"] = {{"total", total}, {"by_component", by}, {"edram_refresh", edram_refresh_J(parts)}};
 
   nlohmann::json amap = nlohmann::json::array();
   for (size_t i = 0; i < m_memories.size(); ++i) {
@@ -204,11 +217,9 @@ std::string platform::report() const {
   o << "\n" << m_workload->report() << "\n";
 
   const auto parts = energy_parts();
-  double total = 0, refresh = 0;
-  for (const auto& p : parts) {
-    total += p.second;
-    if (p.first.size() > 8 && p.first.compare(p.first.size() - 8, 8, ".refresh") == 0) refresh += p.second;
-  }
+  double total = 0;
+  for (const auto& p : parts) total += p.second;
+  const double refresh = edram_refresh_J(parts);
   o << "Energy\n";
   for (const auto& [name, j] : parts) {
     char buf[256];

@@ -67,6 +67,34 @@ int run(const run_options& o) {
   return 0;
 }
 
+struct op_options {
+  std::string name;
+  std::uint64_t m = 1, k = 1, n = 1, extra = 0;
+  std::string system = "kelle_edram";
+  std::vector<std::string> overrides;
+  bool json = false;
+};
+
+// One command on the platform: a scenario made of the system and an `op` workload.
+int op(const op_options& o) {
+  char yaml[512];
+  std::snprintf(yaml, sizeof yaml,
+                "name: op\nsystem: %s\nworkload: {type: op, op: %s, m: %llu, k: %llu, n: %llu, extra: %llu}\n",
+                o.system.c_str(), o.name.c_str(), static_cast<unsigned long long>(o.m),
+                static_cast<unsigned long long>(o.k), static_cast<unsigned long long>(o.n),
+                static_cast<unsigned long long>(o.extra));
+  kelle::config cfg = kelle::config::from_string(yaml, "kelle-vp op", o.overrides);
+  kelle::platform p(cfg);
+  p.run();
+  const auto r = p.results();
+  if (o.json) {
+    std::cout << r["op"].dump(2) << std::endl;
+  } else {
+    std::cout << p.report() << std::flush;
+  }
+  return r["op"]["status"] == "ok" ? 0 : 1;
+}
+
 int list(const std::string& kind) {
   const auto& all = kelle::registry_base::all();
   if (kind.empty() || kind == "kinds") {
@@ -104,6 +132,17 @@ int sc_main(int argc, char* argv[]) {
   auto* list_cmd = app.add_subcommand("list", "print the registered names of a kind");
   list_cmd->add_option("kind", kind, "memories, workloads, ... ('kinds' or nothing: every kind)");
 
+  op_options oo;
+  auto* op_cmd = app.add_subcommand("op", "run one command on a compute block and print its cost");
+  op_cmd->add_option("name", oo.name, "the command: gemm, gemm_transposed, softmax, ...")->required();
+  op_cmd->add_option("--m", oo.m, "rows M (tokens)");
+  op_cmd->add_option("--k", oo.k, "reduction length / row length K");
+  op_cmd->add_option("--n", oo.n, "output columns N");
+  op_cmd->add_option("--extra", oo.extra, "stacked recompute rows (gemm) / heads (evictor)");
+  op_cmd->add_option("--system", oo.system, "built-in system name or system file");
+  op_cmd->add_option("-p,--param", oo.overrides, "override a key: key.path=value (repeatable)");
+  op_cmd->add_flag("--json", oo.json, "print one JSON object (cycles, utilization, energy_J, ...)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -111,6 +150,7 @@ int sc_main(int argc, char* argv[]) {
   }
   try {
     if (*list_cmd) return list(kind);
+    if (*op_cmd) return op(oo);
     return run(ro);
   } catch (const kelle::config_error& e) {
     std::fprintf(stderr, "kelle-vp: error: %s\n", e.what());

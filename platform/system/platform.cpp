@@ -56,6 +56,22 @@ platform::platform(config& cfg) : m_cfg(cfg) {
     m_memory_models.push_back(model);
   }
 
+  // Compute blocks: a command port in the address map and an operand initiator each.
+  const double clock_GHz = sys.get_double("clock_GHz", 1.0, "accelerator clock in GHz", 1e-3, 1e3);
+  const config_node comp = sys.child_or_empty("compute");
+  for (const auto& n : comp.keys()) {
+    const config_node c = comp.child(n);
+    const std::string model = c.require_choice("model", compute_blocks().name_list());
+    const std::uint64_t base = c.require_uint("base_addr", "address of the block's command port");
+    auto blk = compute_blocks().create(model, compute_args{n, c, tech, clock_GHz});
+    try {
+      attach(*blk, *m_router, base);
+    } catch (const config_error& e) {
+      c.fail("base_addr", e.what());
+    }
+    m_blocks.push_back(std::move(blk));
+  }
+
   const config_node wl = root.child("workload");
   const std::string type = wl.require_choice("type", workloads().name_list());
   m_workload = workloads().create(type, workload_args{wl, *this});
@@ -71,6 +87,18 @@ memory_target* platform::memory(const std::string& name) {
   for (auto& m : m_memories)
     if (m->basename() == name) return m.get();
   return nullptr;
+}
+
+compute_block* platform::block(const std::string& name) {
+  for (auto& b : m_blocks)
+    if (b->basename() == name) return b.get();
+  return nullptr;
+}
+
+std::string platform::block_names() const {
+  std::string s;
+  for (const auto& b : m_blocks) s += (s.empty() ? "" : ", ") + std::string(b->basename());
+  return s;
 }
 
 std::string platform::memory_names() const {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "models/interconnect/router.h"
+#include "models/compute/compute_block.h"
 #include "models/memory/memory_target.h"
 #include "platform/config/config.h"
 #include "platform/system/workload.h"
@@ -31,6 +32,8 @@ class platform : public platform_view {
   router& interconnect() override { return *m_router; }
   memory_target* memory(const std::string& name) override;
   std::string memory_names() const override;
+  compute_block* block(const std::string& name) override;
+  std::string block_names() const override;
   std::uint64_t seed() const override { return m_seed; }
   workload& work() { return *m_workload; }
 
@@ -46,6 +49,7 @@ class platform : public platform_view {
   std::unique_ptr<router> m_router;
   std::vector<std::unique_ptr<memory_target>> m_memories;
   std::vector<std::string> m_memory_models;
+  std::vector<std::unique_ptr<compute_block>> m_blocks;
   std::unique_ptr<workload> m_workload;
   double m_wall_s = 0.0;
 };

@@ -14,6 +14,7 @@ namespace kelle {
 
 class router;
 class memory_target;
+class compute_block;
 
 // What the platform offers a workload while it is built.
 class platform_view {
@@ -23,6 +24,9 @@ class platform_view {
   // The memory instance of that name, or nullptr.
   virtual memory_target* memory(const std::string& name) = 0;
   virtual std::string memory_names() const = 0;
+  // The compute block of that name (rsa, sfu, evictor), or nullptr.
+  virtual compute_block* block(const std::string& name) = 0;
+  virtual std::string block_names() const = 0;
   virtual std::uint64_t seed() const = 0;
 };
 

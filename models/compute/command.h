@@ -1,0 +1,77 @@
+// The command interface of the accelerator's compute blocks (RSA, SFU, systolic evictor).
+//
+// The firmware writes a 64-byte descriptor (`command`) with one TLM write to a block's command
+// address (its base address in the map). The block queues it (at most `queue_depth`; a write to
+// a full queue gets TLM_GENERIC_ERROR_RESPONSE), executes commands in order, and posts a
+// `completion` (status, cycles, times) to its completion queue, notifying its completion event:
+// an interrupt. Several blocks work at once; a malformed command completes with an error status
+// and a log line, never a crash. Register map: docs/models/compute-commands.md.
+#pragma once
+
+#include <systemc>
+
+#include <cstdint>
+#include <string>
+
+namespace kelle {
+
+enum class opcode : std::uint32_t {
+  // RSA
+  gemm = 1,             // C[m x n] = A[m x k] . B[k x n]; A 16-bit activations, B int8 weights
+  gemm_transposed = 2,  // C[m x n] = A[m x k] . B[n x k]^T in place (q . K^T, B = K 16-bit)
+  // SFU
+  softmax = 16,
+  exp = 17,
+  gelu = 18,
+  silu = 19,
+  rmsnorm = 20,
+  layernorm = 21,
+  rope = 22,
+  add = 23,
+  mul = 24,
+  min_search = 25,  // sequential minimum search over scores (the no-evictor configuration)
+  // systolic evictor
+  evict_select = 32,  // accumulate scores streamed by the RSA, pick each head's victim
+};
+
+std::string to_string(opcode op);
+
+// The descriptor. Fields a command does not use must be 0.
+struct command {
+  std::uint32_t id = 0;      // chosen by the firmware, echoed in the completion
+  opcode op = opcode::gemm;
+  std::uint32_t flags = 0;   // per opcode (see the register map)
+  std::uint32_t m = 0;       // rows (tokens, or sequences x tokens)
+  std::uint32_t k = 0;       // reduction length / row length
+  std::uint32_t n = 0;       // output columns
+  std::uint32_t extra = 0;   // per opcode: stacked recompute rows (gemm), heads (evict_select)
+  std::uint32_t reserved = 0;
+  std::uint64_t addr_a = 0;  // first operand (activations / input vector)
+  std::uint64_t addr_b = 0;  // second operand (weights / keys)
+  std::uint64_t addr_c = 0;  // result
+  std::uint64_t addr_d = 0;  // per opcode: stacked rows' inputs (gemm), scores (evictor)
+};
+static_assert(sizeof(command) == 64, "the descriptor is 64 bytes");
+
+enum class cmd_status : std::uint32_t {
+  ok = 0,
+  bad_opcode = 1,    // the block does not implement this opcode
+  bad_shape = 2,     // a dimension is zero or too large
+  bad_address = 3,   // an operand address is not mapped (error response from the interconnect)
+  misaligned = 4,    // an operand address is not aligned to its element size
+  memory_error = 5,  // any other error response while moving operands
+};
+
+std::string to_string(cmd_status s);
+
+struct completion {
+  std::uint32_t id = 0;
+  opcode op = opcode::gemm;
+  cmd_status status = cmd_status::ok;
+  std::uint64_t cycles = 0;       // block cycles from start to finish
+  sc_core::sc_time queued;        // the descriptor arrived
+  sc_core::sc_time started;       // the block began it
+  sc_core::sc_time finished;      // the completion was posted
+};
+
+}  // namespace kelle

@@ -1,0 +1,242 @@
+#include "models/compute/compute_block.h"
+
+#include "models/interconnect/router.h"
+#include "platform/tlm/extensions.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+namespace kelle {
+
+std::string to_string(opcode op) {
+  switch (op) {
+    case opcode::gemm: return "gemm";
+    case opcode::gemm_transposed: return "gemm_transposed";
+    case opcode::softmax: return "softmax";
+    case opcode::exp: return "exp";
+    case opcode::gelu: return "gelu";
+    case opcode::silu: return "silu";
+    case opcode::rmsnorm: return "rmsnorm";
+    case opcode::layernorm: return "layernorm";
+    case opcode::rope: return "rope";
+    case opcode::add: return "add";
+    case opcode::mul: return "mul";
+    case opcode::min_search: return "min_search";
+    case opcode::evict_select: return "evict_select";
+  }
+  return "opcode " + std::to_string(static_cast<std::uint32_t>(op));
+}
+
+std::string to_string(cmd_status s) {
+  switch (s) {
+    case cmd_status::ok: return "ok";
+    case cmd_status::bad_opcode: return "bad_opcode";
+    case cmd_status::bad_shape: return "bad_shape";
+    case cmd_status::bad_address: return "bad_address";
+    case cmd_status::misaligned: return "misaligned";
+    case cmd_status::memory_error: return "memory_error";
+  }
+  return "status " + std::to_string(static_cast<std::uint32_t>(s));
+}
+
+compute_registry& compute_blocks() {
+  static compute_registry r("compute", "compute blocks (system.compute.<name>.model)");
+  return r;
+}
+
+struct compute_block::chunk_tag : tlm::tlm_extension<chunk_tag> {
+  std::size_t index = 0;
+  tlm::tlm_extension_base* clone() const override { return new chunk_tag(*this); }
+  void copy_from(const tlm::tlm_extension_base& e) override { index = static_cast<const chunk_tag&>(e).index; }
+};
+
+compute_block::compute_block(const sc_core::sc_module_name& name, const compute_args& a)
+    : sc_core::sc_module(name),
+      cmd_socket("cmd_socket"),
+      mem_socket("mem_socket"),
+      m_stats("stats"),
+      m_commands(m_stats.counter("commands", "count", "commands completed")),
+      m_errors(m_stats.counter("command_errors", "count", "commands completed with an error status")),
+      m_busy_cycles(m_stats.counter("busy_cycles", "cycles", "cycles spent executing commands")),
+      m_bytes_read(m_stats.counter("bytes_read", "B", "operand bytes read over the interconnect")),
+      m_bytes_written(m_stats.counter("bytes_written", "B", "result bytes written over the interconnect")),
+      m_clock_Hz(a.clock_GHz * 1e9),
+      m_queue_depth(a.params.get_uint("queue_depth", 16, "commands the block queues", 1, 1 << 16)),
+      m_chunk_bytes(a.params.get_uint("chunk_bytes", 4096,
+                                      "bytes per operand transaction (transaction granularity)", 1,
+                                      1ull << 30)),
+      m_outstanding(a.params.get_uint("outstanding", 8, "operand requests in flight at most", 1, 1 << 16)) {
+  cmd_socket.register_nb_transport_fw(this, &compute_block::cmd_fw);
+  mem_socket.register_nb_transport_bw(this, &compute_block::mem_bw);
+  SC_HAS_PROCESS(compute_block);
+  SC_THREAD(worker);
+  m_stats.formula("utilization_time", "fraction", "busy cycles / elapsed cycles", [this] {
+    const double t = to_cycles(sc_core::sc_time_stamp());
+    return t > 0 ? m_busy_cycles.value() / t : 0.0;
+  });
+}
+
+void attach(compute_block& b, router& r, std::uint64_t base) {
+  r.add_target(b.basename(), base, sizeof(command));
+  r.initiator_socket.bind(b.cmd_socket);
+  r.add_initiator(b.basename());
+  b.mem_socket.bind(r.target_socket);
+}
+
+tlm::tlm_sync_enum compute_block::cmd_fw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph,
+                                         sc_core::sc_time& d) {
+  if (ph == tlm::END_RESP) return tlm::TLM_COMPLETED;
+  if (ph != tlm::BEGIN_REQ) {
+    SC_REPORT_FATAL(name(), ("unexpected phase " + std::string(ph.get_name())).c_str());
+    return tlm::TLM_COMPLETED;
+  }
+  d += cycles(1);
+  if (!t.is_write() || t.get_address() != 0 || t.get_data_length() != sizeof(command) ||
+      t.get_byte_enable_ptr()) {
+    t.set_response_status(t.is_write() ? tlm::TLM_BURST_ERROR_RESPONSE : tlm::TLM_COMMAND_ERROR_RESPONSE);
+    spdlog::warn("[{}] {}: command port accepts one {}-byte write at offset 0",
+                 sc_core::sc_time_stamp().to_string(), name(), sizeof(command));
+    return tlm::TLM_COMPLETED;
+  }
+  if (m_queue.size() >= m_queue_depth) {
+    t.set_response_status(tlm::TLM_GENERIC_ERROR_RESPONSE);
+    spdlog::warn("[{}] {}: command queue full ({} commands)", sc_core::sc_time_stamp().to_string(),
+                 name(), m_queue_depth);
+    return tlm::TLM_COMPLETED;
+  }
+  queued q;
+  std::memcpy(&q.cmd, t.get_data_ptr(), sizeof(command));
+  q.at = sc_core::sc_time_stamp() + d;
+  m_queue.push_back(q);
+  m_work.notify(d);
+  t.set_response_status(tlm::TLM_OK_RESPONSE);
+  return tlm::TLM_COMPLETED;
+}
+
+bool compute_block::pop_completion(completion& c) {
+  if (m_completions.empty()) return false;
+  c = m_completions.front();
+  m_completions.pop_front();
+  return true;
+}
+
+void compute_block::worker() {
+  for (;;) {
+    while (m_queue.empty() || m_queue.front().at > sc_core::sc_time_stamp()) {
+      if (m_queue.empty())
+        sc_core::wait(m_work);
+      else
+        sc_core::wait(m_queue.front().at - sc_core::sc_time_stamp());
+    }
+    const queued q = m_queue.front();
+    m_queue.pop_front();
+    m_busy = true;
+    completion c;
+    c.id = q.cmd.id;
+    c.op = q.cmd.op;
+    c.queued = q.at;
+    c.started = sc_core::sc_time_stamp();
+    c.status = validate(q.cmd);
+    if (c.status == cmd_status::ok) c.status = execute(q.cmd);
+    c.finished = sc_core::sc_time_stamp();
+    c.cycles = static_cast<std::uint64_t>(to_cycles(c.finished - c.started) + 0.5);
+    m_busy_cycles += static_cast<double>(c.cycles);
+    ++m_commands;
+    if (c.status != cmd_status::ok) {
+      ++m_errors;
+      spdlog::warn("[{}] {}: command {} ({}) failed: {}", c.finished.to_string(), name(), c.id,
+                   to_string(c.op), to_string(c.status));
+    }
+    m_busy = false;
+    m_completions.push_back(c);
+    m_completion_event.notify(sc_core::SC_ZERO_TIME);
+  }
+}
+
+cmd_status compute_block::transfer(tlm::tlm_command dir, std::uint64_t addr, std::uint64_t len,
+                                   const std::function<void(std::size_t, const sc_core::sc_time&)>& on_chunk,
+                                   const std::function<sc_core::sc_time(std::size_t)>& gate) {
+  if (len == 0) return cmd_status::ok;
+  const std::size_t chunks = static_cast<std::size_t>((len + m_chunk_bytes - 1) / m_chunk_bytes);
+  m_transfer_error = tlm::TLM_OK_RESPONSE;
+  m_on_chunk = on_chunk ? &on_chunk : nullptr;
+  std::size_t issued = 0;
+  while (issued < chunks || m_in_flight > 0) {
+    if (issued < chunks && m_in_flight < m_outstanding) {
+      if (gate) {
+        const sc_core::sc_time at = gate(issued);
+        if (at == sc_core::sc_max_time()) {  // not known until more chunks have arrived
+          sc_core::wait(m_chunk_event);
+          continue;
+        }
+        if (at > sc_core::sc_time_stamp()) {
+          sc_core::wait(at - sc_core::sc_time_stamp());
+          continue;
+        }
+      }
+      const std::uint64_t off = static_cast<std::uint64_t>(issued) * m_chunk_bytes;
+      const std::uint64_t n = std::min(m_chunk_bytes, len - off);
+      tlm::tlm_generic_payload* t = m_pool.acquire(0);
+      t->set_command(dir);
+      t->set_address(addr + off);
+      t->set_data_length(static_cast<unsigned>(n));
+      t->set_streaming_width(static_cast<unsigned>(n));
+      if (!t->get_extension<timing_only>()) t->set_extension(new timing_only);
+      chunk_tag* tag = t->get_extension<chunk_tag>();
+      if (!tag) t->set_extension(tag = new chunk_tag);
+      tag->index = issued;
+      ++issued;
+      ++m_in_flight;
+      tlm::tlm_phase ph = tlm::BEGIN_REQ;
+      sc_core::sc_time d = sc_core::SC_ZERO_TIME;
+      m_awaiting_end_req = t;
+      const tlm::tlm_sync_enum r = mem_socket->nb_transport_fw(*t, ph, d);
+      if (r == tlm::TLM_ACCEPTED) {
+        if (m_awaiting_end_req) sc_core::wait(m_end_req);
+      } else {
+        m_awaiting_end_req = nullptr;
+        if (r == tlm::TLM_COMPLETED || ph == tlm::BEGIN_RESP) chunk_done(*t, sc_core::sc_time_stamp() + d);
+        sc_core::wait(d);
+      }
+    } else {
+      sc_core::wait(m_chunk_event);
+    }
+  }
+  m_on_chunk = nullptr;
+  if (dir == tlm::TLM_READ_COMMAND)
+    m_bytes_read += static_cast<double>(len);
+  else
+    m_bytes_written += static_cast<double>(len);
+  if (m_transfer_error == tlm::TLM_OK_RESPONSE) return cmd_status::ok;
+  return m_transfer_error == tlm::TLM_ADDRESS_ERROR_RESPONSE ? cmd_status::bad_address
+                                                             : cmd_status::memory_error;
+}
+
+void compute_block::chunk_done(tlm::tlm_generic_payload& t, const sc_core::sc_time& at) {
+  if (t.is_response_error() && m_transfer_error == tlm::TLM_OK_RESPONSE)
+    m_transfer_error = t.get_response_status();
+  if (m_on_chunk) (*m_on_chunk)(t.get_extension<chunk_tag>()->index, at);
+  --m_in_flight;
+  t.release();
+  m_chunk_event.notify(at - sc_core::sc_time_stamp());
+}
+
+tlm::tlm_sync_enum compute_block::mem_bw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph,
+                                         sc_core::sc_time& d) {
+  if (ph == tlm::END_REQ || ph == tlm::BEGIN_RESP) {
+    if (m_awaiting_end_req == &t) {
+      m_awaiting_end_req = nullptr;
+      m_end_req.notify(d);
+    }
+  }
+  if (ph == tlm::END_REQ) return tlm::TLM_ACCEPTED;
+  if (ph == tlm::BEGIN_RESP) {
+    chunk_done(t, sc_core::sc_time_stamp() + d);
+    return tlm::TLM_COMPLETED;
+  }
+  SC_REPORT_FATAL(name(), ("unexpected phase " + std::string(ph.get_name())).c_str());
+  return tlm::TLM_COMPLETED;
+}
+
+}  // namespace kelle

@@ -1,0 +1,122 @@
+// The base of the accelerator's compute blocks: a command target (the firmware writes 64-byte
+// descriptors to the block's base address), an in-order command queue served by one thread, a
+// completion queue with an interrupt-like event, and an operand engine that moves operands over
+// the interconnect through the block's own AT initiator socket (so compute contends with every
+// other transfer and waits for memory when memory is the bottleneck).
+#pragma once
+
+#include "models/compute/command.h"
+#include "platform/config/config.h"
+#include "platform/registry/registry.h"
+#include "platform/stats/stats.h"
+#include "platform/tlm/payload_pool.h"
+
+#include <systemc>
+#include <tlm>
+#include <tlm_utils/simple_initiator_socket.h>
+#include <tlm_utils/simple_target_socket.h>
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kelle {
+
+class compute_block;
+class router;
+
+struct compute_args {
+  std::string name;    // instance name: rsa, sfu, evictor
+  config_node params;  // system.compute.<name>
+  config_node tech;    // the technology description
+  double clock_GHz;    // system.clock_GHz
+};
+
+using compute_registry = registry<compute_block, const compute_args&>;
+compute_registry& compute_blocks();
+
+class compute_block : public sc_core::sc_module {
+ public:
+  tlm_utils::simple_target_socket<compute_block> cmd_socket;     // descriptors in
+  tlm_utils::simple_initiator_socket<compute_block> mem_socket;  // operands in and out
+
+  compute_block(const sc_core::sc_module_name& name, const compute_args& args);
+
+  // Completions, oldest first; the event fires when one is posted (the block's interrupt).
+  bool pop_completion(completion& c);
+  const sc_core::sc_event& completion_event() const { return m_completion_event; }
+  // Commands queued or running.
+  std::size_t pending() const { return m_queue.size() + (m_busy ? 1 : 0); }
+
+  // Bytes of operands a, b, c, d that a valid command reads or writes (for placing them).
+  virtual std::array<std::uint64_t, 4> operand_bytes(const command& c) const = 0;
+  // Figures of the most recent command beyond its completion (RSA: MACs, utilisation, stalls).
+  virtual nlohmann::json last_command_report() const { return nlohmann::json::object(); }
+
+  double clock_Hz() const { return m_clock_Hz; }
+  sc_core::sc_time cycles(double n) const { return sc_core::sc_time(n / m_clock_Hz, sc_core::SC_SEC); }
+  double to_cycles(const sc_core::sc_time& t) const { return t.to_seconds() * m_clock_Hz; }
+
+ protected:
+  // Checks a command before it runs; anything but ok completes it with that status.
+  virtual cmd_status validate(const command& c) const = 0;
+  // Runs a valid command in the block's thread (it may wait); returns its status.
+  virtual cmd_status execute(const command& c) = 0;
+
+  // Moves [addr, addr + len) over the interconnect in chunks of `chunk_bytes`, with up to
+  // `outstanding` requests in flight. `on_chunk(i, t)` is called when chunk i completes at t (in
+  // any order); `gate(i)`, if given, returns the earliest time chunk i may be requested (an
+  // operand buffer that fills up), or sc_max_time() while that depends on chunks still in
+  // flight. Returns when every chunk has completed.
+  cmd_status transfer(tlm::tlm_command dir, std::uint64_t addr, std::uint64_t len,
+                      const std::function<void(std::size_t, const sc_core::sc_time&)>& on_chunk = {},
+                      const std::function<sc_core::sc_time(std::size_t)>& gate = {});
+  std::uint64_t chunk_bytes() const { return m_chunk_bytes; }
+
+  stat_group m_stats;
+  stat& m_commands;
+  stat& m_errors;
+  stat& m_busy_cycles;
+  stat& m_bytes_read;
+  stat& m_bytes_written;
+
+ private:
+  struct queued {
+    command cmd;
+    sc_core::sc_time at;
+  };
+  struct chunk_tag;
+
+  tlm::tlm_sync_enum cmd_fw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph, sc_core::sc_time& d);
+  tlm::tlm_sync_enum mem_bw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph, sc_core::sc_time& d);
+  void worker();
+  void chunk_done(tlm::tlm_generic_payload& t, const sc_core::sc_time& at);
+
+  double m_clock_Hz;
+  std::size_t m_queue_depth;
+  std::uint64_t m_chunk_bytes;
+  std::size_t m_outstanding;
+  std::deque<queued> m_queue;
+  bool m_busy = false;
+  sc_core::sc_event m_work;
+  std::deque<completion> m_completions;
+  sc_core::sc_event m_completion_event;
+
+  // Operand engine state (one transfer at a time, from the worker thread).
+  payload_pool m_pool;
+  std::size_t m_in_flight = 0;
+  tlm::tlm_response_status m_transfer_error = tlm::TLM_OK_RESPONSE;
+  const std::function<void(std::size_t, const sc_core::sc_time&)>* m_on_chunk = nullptr;
+  tlm::tlm_generic_payload* m_awaiting_end_req = nullptr;
+  sc_core::sc_event m_end_req, m_chunk_event;
+};
+
+// Places a compute block in the system: command port at `base` and operand initiator on the
+// interconnect.
+void attach(compute_block& b, router& r, std::uint64_t base);
+
+}  // namespace kelle

@@ -1,0 +1,162 @@
+#include "models/compute/rsa/rsa.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kelle {
+
+namespace {
+std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+constexpr std::uint64_t act_bytes = 2;  // 16-bit activations and results
+}  // namespace
+
+rsa::rsa(const sc_core::sc_module_name& name, const compute_args& a)
+    : compute_block(name, a),
+      m_rows(static_cast<unsigned>(a.params.get_uint("rows", 32, "PE rows (reduction dimension)", 1, 4096))),
+      m_cols(static_cast<unsigned>(a.params.get_uint("cols", 32, "PE columns (output dimension)", 1, 4096))),
+      m_rows_per_cycle(static_cast<unsigned>(a.params.get_uint(
+          "weight_load_rows_per_cycle", 4, "weight rows loaded into the PEs per cycle", 1, 4096))),
+      m_double_buffered(a.params.get_bool("double_buffered_weights", true,
+                                          "the next fold's weights load while the current fold computes")),
+      m_buffer_bytes(a.params.get_uint("weight_buffer_bytes", 65536,
+                                       "operand buffer between the interconnect and the PEs, B", 1)),
+      m_macs(m_stats.counter("macs", "count", "multiply-accumulates performed")),
+      m_pe_cycles(m_stats.counter("pe_cycles", "PE x cycles", "PEs x cycles of the array pipeline")),
+      m_stall_cycles(m_stats.counter("stall_cycles", "cycles", "cycles folds waited for their weights")),
+      m_recompute_macs(m_stats.counter("recompute_macs", "count", "MACs of stacked recompute rows")),
+      m_weight_bytes(m_stats.counter("weight_bytes", "B", "stationary operand bytes fetched")) {
+  const config_node t = a.tech.child("rsa");
+  m_mac_J = t.require_double("mac_energy_pJ", "energy per MAC, pJ", 0) * 1e-12;
+  m_idle_J = t.require_double("idle_pe_cycle_energy_pJ", "energy of an idle PE for one cycle, pJ", 0) * 1e-12;
+  const double pe_area = t.require_double("area_mm2_per_pe", "area of one PE, mm2", 0);
+  m_stats.formula("area", "mm2", "PEs x area per PE", [this, pe_area] { return pe_area * m_rows * m_cols; });
+  m_stats.formula("utilization", "fraction", "MACs / (PEs x busy cycles of every command)", [this] {
+    const double pc = m_busy_cycles.value() * m_rows * m_cols;
+    return pc > 0 ? m_macs.value() / pc : 0.0;
+  });
+  m_stats.energy("mac", "MACs x energy per MAC", [this] { return m_macs.value() * m_mac_J; });
+  m_stats.energy("idle_pe", "idle PE-cycles of the array pipeline x energy per idle PE-cycle",
+                 [this] { return std::max(0.0, m_pe_cycles.value() - m_macs.value()) * m_idle_J; });
+}
+
+double rsa::ideal_cycles(std::uint64_t m, std::uint64_t k, std::uint64_t n) const {
+  const double folds = static_cast<double>(ceil_div(k, m_rows) * ceil_div(n, m_cols));
+  const double fill = static_cast<double>(ceil_div(m_rows, m_rows_per_cycle));
+  const double tail = m_rows + m_cols - 2.0;
+  if (!m_double_buffered) return folds * (fill + static_cast<double>(m) + tail);
+  return fill + (folds - 1) * std::max(static_cast<double>(m), fill) + static_cast<double>(m) + tail;
+}
+
+std::array<std::uint64_t, 4> rsa::operand_bytes(const command& c) const {
+  const std::uint64_t eb = c.op == opcode::gemm ? 1 : 2;
+  return {std::uint64_t(c.m) * c.k * act_bytes, std::uint64_t(c.k) * c.n * eb,
+          (std::uint64_t(c.m) + c.extra) * c.n * act_bytes, std::uint64_t(c.extra) * c.k * act_bytes};
+}
+
+cmd_status rsa::validate(const command& c) const {
+  if (c.op != opcode::gemm && c.op != opcode::gemm_transposed) return cmd_status::bad_opcode;
+  constexpr std::uint32_t max_dim = 1u << 24;
+  if (c.m == 0 || c.k == 0 || c.n == 0 || c.m > max_dim || c.k > max_dim || c.n > max_dim ||
+      c.extra > max_dim)
+    return cmd_status::bad_shape;
+  const std::uint64_t eb = c.op == opcode::gemm ? 1 : 2;
+  if (c.addr_a % act_bytes || c.addr_c % act_bytes || c.addr_b % eb || (c.extra && c.addr_d % act_bytes))
+    return cmd_status::misaligned;
+  return cmd_status::ok;
+}
+
+cmd_status rsa::execute(const command& c) {
+  const sc_core::sc_time start = sc_core::sc_time_stamp();
+  const std::uint64_t M = c.m, K = c.k, N = c.n, S = c.extra, Mp = M + S;
+  const std::uint64_t eb = c.op == opcode::gemm ? 1 : 2;
+
+  // Input rows: the current tokens' and the stacked recompute rows.
+  cmd_status st = transfer(tlm::TLM_READ_COMMAND, c.addr_a, M * K * act_bytes);
+  if (st == cmd_status::ok && S) st = transfer(tlm::TLM_READ_COMMAND, c.addr_d, S * K * act_bytes);
+  if (st != cmd_status::ok) return st;
+
+  // Stationary operand, fold by fold (tiles laid out contiguously in fold order).
+  const std::uint64_t fk = ceil_div(K, m_rows), fn = ceil_div(N, m_cols), F = fk * fn;
+  std::vector<std::uint64_t> fold_end(F);  // end byte of each fold's tile
+  std::uint64_t total = 0;
+  for (std::uint64_t nt = 0, f = 0; nt < fn; ++nt)
+    for (std::uint64_t kt = 0; kt < fk; ++kt, ++f) {
+      const std::uint64_t kf = std::min<std::uint64_t>(m_rows, K - kt * m_rows);
+      const std::uint64_t nf = std::min<std::uint64_t>(m_cols, N - nt * m_cols);
+      total += kf * nf * eb;
+      fold_end[f] = total;
+    }
+  const std::uint64_t chunk = chunk_bytes();
+  const std::size_t chunks = static_cast<std::size_t>(ceil_div(total, chunk));
+  const double cyc = 1.0 / clock_Hz();
+  const double fill = static_cast<double>(ceil_div(m_rows, m_rows_per_cycle)) * cyc;
+  const double stream = static_cast<double>(Mp) * cyc;
+  const double tail = (m_rows + m_cols - 2.0) * cyc;
+
+  // The fold schedule, advanced as weight chunks arrive (possibly out of order).
+  const double t0 = sc_core::sc_time_stamp().to_seconds();
+  std::vector<double> arrival(chunks, -1.0), consumed(chunks, -1.0);
+  std::size_t arrived_prefix = 0, next_fold = 0, next_consumed = 0;
+  double prev_stream = t0, prev_end = t0, stall = 0.0, compute_end = t0;
+  auto advance = [&] {
+    while (arrived_prefix < chunks && arrival[arrived_prefix] >= 0) ++arrived_prefix;
+    while (next_fold < F && (fold_end[next_fold] - 1) / chunk < arrived_prefix) {
+      const double ready = arrival[(fold_end[next_fold] - 1) / chunk];
+      const double earliest = m_double_buffered ? prev_stream : prev_end;
+      const double load = std::max(earliest, ready);
+      stall += load - earliest;
+      const double stream_start = m_double_buffered && next_fold > 0
+                                      ? std::max(load + fill, prev_stream + stream)
+                                      : load + fill;
+      prev_stream = stream_start;
+      prev_end = compute_end = stream_start + stream + tail;
+      // Chunks whose last byte this fold holds are free once its weights are in the PEs.
+      while (next_consumed < chunks &&
+             std::min<std::uint64_t>((next_consumed + 1) * chunk, total) <= fold_end[next_fold])
+        consumed[next_consumed++] = load + fill;
+      ++next_fold;
+    }
+  };
+  const std::size_t buffer_chunks = std::max<std::size_t>(1, m_buffer_bytes / chunk);
+  st = transfer(
+      tlm::TLM_READ_COMMAND, c.addr_b, total,
+      [&](std::size_t i, const sc_core::sc_time& t) {
+        arrival[i] = t.to_seconds();
+        advance();
+      },
+      [&](std::size_t i) {
+        if (i < buffer_chunks) return sc_core::SC_ZERO_TIME;
+        const double free_at = consumed[i - buffer_chunks];
+        return free_at < 0 ? sc_core::sc_max_time() : sc_core::sc_time(free_at, sc_core::SC_SEC);
+      });
+  if (st != cmd_status::ok) return st;
+  const sc_core::sc_time end(compute_end, sc_core::SC_SEC);
+  if (end > sc_core::sc_time_stamp()) sc_core::wait(end - sc_core::sc_time_stamp());
+
+  // Results (the recomputed rows' too).
+  st = transfer(tlm::TLM_WRITE_COMMAND, c.addr_c, Mp * N * act_bytes);
+
+  const double macs = static_cast<double>(Mp * K * N);
+  const double array_cycles = (compute_end - t0) * clock_Hz();
+  m_macs += macs;
+  m_recompute_macs += static_cast<double>(S * K * N);
+  m_pe_cycles += array_cycles * m_rows * m_cols;
+  m_stall_cycles += stall * clock_Hz();
+  m_weight_bytes += static_cast<double>(total);
+  const double cycles = to_cycles(sc_core::sc_time_stamp() - start);
+  m_last = {{"macs", macs},
+            {"folds", F},
+            {"array_cycles", array_cycles},
+            {"ideal_array_cycles", ideal_cycles(Mp, K, N)},
+            {"stall_cycles", stall * clock_Hz()},
+            {"utilization", cycles > 0 ? macs / (cycles * m_rows * m_cols) : 0.0},
+            {"energy_J", macs * m_mac_J + std::max(0.0, array_cycles * m_rows * m_cols - macs) * m_idle_J}};
+  return st;
+}
+
+KELLE_REGISTER(compute_blocks(), "rsa", "reconfigurable systolic array, weight-stationary GEMM",
+               [](const compute_args& a) -> std::unique_ptr<compute_block> {
+                 return std::make_unique<rsa>(a.name.c_str(), a);
+               });
+
+}  // namespace kelle

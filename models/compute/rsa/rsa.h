@@ -1,0 +1,55 @@
+// `rsa`: the reconfigurable systolic array, R x C weight-stationary PEs (8-bit weights, 16-bit
+// activations). Commands: gemm (C = A . B, B int8 weights K x N), gemm_transposed (C = A . B^T in
+// place, B 16-bit, e.g. q . K^T), both with optional stacked recompute rows (command.extra rows
+// of inputs at addr_d appended to A's M rows, as AERP recomputes K and V of tokens stored as x).
+//
+// Timing (docs/models/compute-rsa.md): B is cut into F = ceil(K/R) x ceil(N/C) folds; each fold's
+// weights are loaded into the PEs (fill: ceil(R / weight_load_rows_per_cycle) cycles), the
+// M' = M + extra input rows stream through (M' cycles), and results leave after the input skew
+// and pipeline drain (R - 1 + C - 1 cycles). Without double-buffered PE weight registers the
+// folds run one after another: F x (fill + M' + R + C - 2) cycles, which with one row per cycle
+// is the SCALE-Sim analytical model (2R + C + M' - 2) x F exactly. With double buffering the
+// next fold's weights load while the current fold streams. Weights arrive over the interconnect
+// in chunks; a fold cannot load before its weights have arrived, and the operand buffer holds
+// at most `weight_buffer_bytes` ahead of the PEs.
+#pragma once
+
+#include "models/compute/compute_block.h"
+
+#include <vector>
+
+namespace kelle {
+
+class rsa : public compute_block {
+ public:
+  rsa(const sc_core::sc_module_name& name, const compute_args& args);
+
+  unsigned rows() const { return m_rows; }
+  unsigned cols() const { return m_cols; }
+  // Cycles of a GEMM's array pipeline when weights are always there (no memory stalls).
+  double ideal_cycles(std::uint64_t m, std::uint64_t k, std::uint64_t n) const;
+
+  std::array<std::uint64_t, 4> operand_bytes(const command& c) const override;
+  nlohmann::json last_command_report() const override { return m_last; }
+
+ protected:
+  cmd_status validate(const command& c) const override;
+  cmd_status execute(const command& c) override;
+
+ private:
+  struct fold_schedule;
+
+  unsigned m_rows, m_cols;
+  unsigned m_rows_per_cycle;       // weight rows loaded into the PEs per cycle
+  bool m_double_buffered;          // PE weight registers are double-buffered
+  std::uint64_t m_buffer_bytes;    // operand buffer between the interconnect and the PEs
+  double m_mac_J, m_idle_J;
+  stat& m_macs;
+  stat& m_pe_cycles;               // R x C x busy cycles of GEMM commands
+  stat& m_stall_cycles;            // cycles folds waited for their weights
+  stat& m_recompute_macs;
+  stat& m_weight_bytes;
+  nlohmann::json m_last;
+};
+
+}  // namespace kelle

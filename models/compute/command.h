@@ -36,6 +36,11 @@ enum class opcode : std::uint32_t {
 
 std::string to_string(opcode op);
 
+// command.flags bits.
+// gemm_transposed: the score rows (q . K^T before softmax) are also streamed to the systolic
+// evictor beside the array, which accumulates importance scores as they leave the PEs.
+constexpr std::uint32_t flag_scores_to_evictor = 1u << 0;
+
 // The descriptor. Fields a command does not use must be 0.
 struct command {
   std::uint32_t id = 0;      // chosen by the firmware, echoed in the completion

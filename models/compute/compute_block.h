@@ -27,6 +27,7 @@
 namespace kelle {
 
 class compute_block;
+class platform_view;
 class router;
 
 struct compute_args {
@@ -54,6 +55,8 @@ class compute_block : public sc_core::sc_module {
 
   // Bytes of operands a, b, c, d that a valid command reads or writes (for placing them).
   virtual std::array<std::uint64_t, 4> operand_bytes(const command& c) const = 0;
+  // Called once every block exists, so a block can find the blocks it works with.
+  virtual void connect(platform_view& /*platform*/) {}
   // Figures of the most recent command beyond its completion (RSA: MACs, utilisation, stalls).
   virtual nlohmann::json last_command_report() const { return nlohmann::json::object(); }
 

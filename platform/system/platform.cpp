@@ -72,6 +72,8 @@ platform::platform(config& cfg) : m_cfg(cfg) {
     m_blocks.push_back(std::move(blk));
   }
 
+  for (auto& b : m_blocks) b->connect(*this);
+
   const config_node wl = root.child("workload");
   const std::string type = wl.require_choice("type", workloads().name_list());
   m_workload = workloads().create(type, workload_args{wl, *this});

@@ -97,7 +97,7 @@ cmd_status rsa::execute(const command& c) {
   const double t0 = sc_core::sc_time_stamp().to_seconds();
   std::vector<double> arrival(chunks, -1.0), consumed(chunks, -1.0);
   std::size_t arrived_prefix = 0, next_fold = 0, next_consumed = 0;
-  double prev_stream = t0, prev_end = t0, stall = 0.0, compute_end = t0;
+  double prev_stream = t0, prev_end = t0, stall = 0.0, compute_end = t0, first_row_out = -1.0;
   auto advance = [&] {
     while (arrived_prefix < chunks && arrival[arrived_prefix] >= 0) ++arrived_prefix;
     while (next_fold < F && (fold_end[next_fold] - 1) / chunk < arrived_prefix) {
@@ -110,6 +110,7 @@ cmd_status rsa::execute(const command& c) {
                                       : load + fill;
       prev_stream = stream_start;
       prev_end = compute_end = stream_start + stream + tail;
+      if (first_row_out < 0) first_row_out = stream_start + tail + cyc;
       // Chunks whose last byte this fold holds are free once its weights are in the PEs.
       while (next_consumed < chunks &&
              std::min<std::uint64_t>((next_consumed + 1) * chunk, total) <= fold_end[next_fold])
@@ -131,6 +132,8 @@ cmd_status rsa::execute(const command& c) {
       });
   if (st != cmd_status::ok) return st;
   const sc_core::sc_time end(compute_end, sc_core::SC_SEC);
+  if (m_listener && c.op == opcode::gemm_transposed && (c.flags & flag_scores_to_evictor))
+    m_listener->on_scores(c, sc_core::sc_time(first_row_out, sc_core::SC_SEC), end);
   if (end > sc_core::sc_time_stamp()) sc_core::wait(end - sc_core::sc_time_stamp());
 
   // Results (the recomputed rows' too).

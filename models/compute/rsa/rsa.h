@@ -20,8 +20,21 @@
 
 namespace kelle {
 
+// Watches the score rows that a gemm_transposed with flag_scores_to_evictor produces: the
+// systolic evictor, which sits beside the array and consumes the rows as they leave it.
+class score_listener {
+ public:
+  virtual ~score_listener() = default;
+  // Rows of `c` (c.m + c.extra rows of c.n scores) left the array from `first_row` to
+  // `last_row` (one row per cycle of the stream, after the skew and drain).
+  virtual void on_scores(const command& c, const sc_core::sc_time& first_row,
+                         const sc_core::sc_time& last_row) = 0;
+};
+
 class rsa : public compute_block {
  public:
+  void set_score_listener(score_listener* l) { m_listener = l; }
+
   rsa(const sc_core::sc_module_name& name, const compute_args& args);
 
   unsigned rows() const { return m_rows; }
@@ -50,6 +63,7 @@ class rsa : public compute_block {
   stat& m_recompute_macs;
   stat& m_weight_bytes;
   nlohmann::json m_last;
+  score_listener* m_listener = nullptr;
 };
 
 }  // namespace kelle

@@ -164,7 +164,8 @@ std::string op_workload::report() const {
                 static_cast<unsigned long long>(m_completion.cycles), o["time_s"].get<double>() * 1e6);
   std::string s = buf;
   for (const auto& [k, v] : m_block_report.items()) {
-    std::snprintf(buf, sizeof buf, "  %-18s %s\n", k.c_str(), v.dump().c_str());
+    const std::string label = k == "energy_J" ? "compute_energy_J" : k;
+    std::snprintf(buf, sizeof buf, "  %-18s %s\n", label.c_str(), v.dump().c_str());
     s += buf;
   }
   return s;

@@ -32,6 +32,8 @@ enum class opcode : std::uint32_t {
   min_search = 25,  // sequential minimum search over scores (the no-evictor configuration)
   // systolic evictor
   evict_select = 32,  // accumulate scores streamed by the RSA, pick each head's victim
+  // DMA engine
+  copy = 48,  // copy m x k bytes from addr_a to addr_c
 };
 
 std::string to_string(opcode op);

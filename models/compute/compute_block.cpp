@@ -24,6 +24,7 @@ std::string to_string(opcode op) {
     case opcode::mul: return "mul";
     case opcode::min_search: return "min_search";
     case opcode::evict_select: return "evict_select";
+    case opcode::copy: return "copy";
   }
   return "opcode " + std::to_string(static_cast<std::uint32_t>(op));
 }
@@ -176,29 +177,8 @@ cmd_status compute_block::transfer(tlm::tlm_command dir, std::uint64_t addr, std
         }
       }
       const std::uint64_t off = static_cast<std::uint64_t>(issued) * m_chunk_bytes;
-      const std::uint64_t n = std::min(m_chunk_bytes, len - off);
-      tlm::tlm_generic_payload* t = m_pool.acquire(0);
-      t->set_command(dir);
-      t->set_address(addr + off);
-      t->set_data_length(static_cast<unsigned>(n));
-      t->set_streaming_width(static_cast<unsigned>(n));
-      if (!t->get_extension<timing_only>()) t->set_extension(new timing_only);
-      chunk_tag* tag = t->get_extension<chunk_tag>();
-      if (!tag) t->set_extension(tag = new chunk_tag);
-      tag->index = issued;
+      issue(dir, addr + off, std::min(m_chunk_bytes, len - off), issued);
       ++issued;
-      ++m_in_flight;
-      tlm::tlm_phase ph = tlm::BEGIN_REQ;
-      sc_core::sc_time d = sc_core::SC_ZERO_TIME;
-      m_awaiting_end_req = t;
-      const tlm::tlm_sync_enum r = mem_socket->nb_transport_fw(*t, ph, d);
-      if (r == tlm::TLM_ACCEPTED) {
-        if (m_awaiting_end_req) sc_core::wait(m_end_req);
-      } else {
-        m_awaiting_end_req = nullptr;
-        if (r == tlm::TLM_COMPLETED || ph == tlm::BEGIN_RESP) chunk_done(*t, sc_core::sc_time_stamp() + d);
-        sc_core::wait(d);
-      }
     } else {
       sc_core::wait(m_chunk_event);
     }
@@ -208,6 +188,67 @@ cmd_status compute_block::transfer(tlm::tlm_command dir, std::uint64_t addr, std
     m_bytes_read += static_cast<double>(len);
   else
     m_bytes_written += static_cast<double>(len);
+  if (m_transfer_error == tlm::TLM_OK_RESPONSE) return cmd_status::ok;
+  return m_transfer_error == tlm::TLM_ADDRESS_ERROR_RESPONSE ? cmd_status::bad_address
+                                                             : cmd_status::memory_error;
+}
+
+void compute_block::issue(tlm::tlm_command dir, std::uint64_t addr, std::uint64_t len, std::size_t index) {
+  tlm::tlm_generic_payload* t = m_pool.acquire(0);
+  t->set_command(dir);
+  t->set_address(addr);
+  t->set_data_length(static_cast<unsigned>(len));
+  t->set_streaming_width(static_cast<unsigned>(len));
+  if (!t->get_extension<timing_only>()) t->set_extension(new timing_only);
+  chunk_tag* tag = t->get_extension<chunk_tag>();
+  if (!tag) t->set_extension(tag = new chunk_tag);
+  tag->index = index;
+  ++m_in_flight;
+  tlm::tlm_phase ph = tlm::BEGIN_REQ;
+  sc_core::sc_time d = sc_core::SC_ZERO_TIME;
+  m_awaiting_end_req = t;
+  const tlm::tlm_sync_enum r = mem_socket->nb_transport_fw(*t, ph, d);
+  if (r == tlm::TLM_ACCEPTED) {
+    if (m_awaiting_end_req) sc_core::wait(m_end_req);
+  } else {
+    m_awaiting_end_req = nullptr;
+    if (r == tlm::TLM_COMPLETED || ph == tlm::BEGIN_RESP) chunk_done(*t, sc_core::sc_time_stamp() + d);
+    sc_core::wait(d);
+  }
+}
+
+cmd_status compute_block::copy(std::uint64_t src, std::uint64_t dst, std::uint64_t len) {
+  if (len == 0) return cmd_status::ok;
+  const std::size_t chunks = static_cast<std::size_t>((len + m_chunk_bytes - 1) / m_chunk_bytes);
+  m_transfer_error = tlm::TLM_OK_RESPONSE;
+  std::deque<std::size_t> readable;  // chunks read and not yet written
+  // Reads carry their chunk index; writes carry chunks + index, so completions tell them apart.
+  const std::function<void(std::size_t, const sc_core::sc_time&)> on_chunk =
+      [&](std::size_t i, const sc_core::sc_time&) {
+        if (i < chunks) readable.push_back(i);
+      };
+  m_on_chunk = &on_chunk;
+  std::size_t reads = 0, writes = 0;
+  while (writes < chunks || m_in_flight > 0) {
+    if (m_in_flight < m_outstanding && (!readable.empty() || reads < chunks)) {
+      if (!readable.empty()) {  // writes first: they free the buffer
+        const std::size_t i = readable.front();
+        readable.pop_front();
+        const std::uint64_t off = static_cast<std::uint64_t>(i) * m_chunk_bytes;
+        issue(tlm::TLM_WRITE_COMMAND, dst + off, std::min(m_chunk_bytes, len - off), chunks + i);
+        ++writes;
+      } else {
+        const std::uint64_t off = static_cast<std::uint64_t>(reads) * m_chunk_bytes;
+        issue(tlm::TLM_READ_COMMAND, src + off, std::min(m_chunk_bytes, len - off), reads);
+        ++reads;
+      }
+    } else {
+      sc_core::wait(m_chunk_event);
+    }
+  }
+  m_on_chunk = nullptr;
+  m_bytes_read += static_cast<double>(len);
+  m_bytes_written += static_cast<double>(len);
   if (m_transfer_error == tlm::TLM_OK_RESPONSE) return cmd_status::ok;
   return m_transfer_error == tlm::TLM_ADDRESS_ERROR_RESPONSE ? cmd_status::bad_address
                                                              : cmd_status::memory_error;

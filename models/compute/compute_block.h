@@ -78,6 +78,9 @@ class compute_block : public sc_core::sc_module {
   cmd_status transfer(tlm::tlm_command dir, std::uint64_t addr, std::uint64_t len,
                       const std::function<void(std::size_t, const sc_core::sc_time&)>& on_chunk = {},
                       const std::function<sc_core::sc_time(std::size_t)>& gate = {});
+  // Copies [src, src + len) to [dst, dst + len) chunk by chunk: each chunk is written as soon as
+  // its read has completed, reads and writes sharing the `outstanding` requests in flight.
+  cmd_status copy(std::uint64_t src, std::uint64_t dst, std::uint64_t len);
   std::uint64_t chunk_bytes() const { return m_chunk_bytes; }
 
   stat_group m_stats;
@@ -98,6 +101,8 @@ class compute_block : public sc_core::sc_module {
   tlm::tlm_sync_enum mem_bw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph, sc_core::sc_time& d);
   void worker();
   void chunk_done(tlm::tlm_generic_payload& t, const sc_core::sc_time& at);
+  // Sends one chunk request (BEGIN_REQ, waiting for END_REQ as the protocol requires).
+  void issue(tlm::tlm_command dir, std::uint64_t addr, std::uint64_t len, std::size_t index);
 
   double m_clock_Hz;
   std::size_t m_queue_depth;

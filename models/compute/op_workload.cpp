@@ -19,7 +19,7 @@ const std::vector<std::pair<std::string, opcode>>& opcode_names() {
       {"rmsnorm", opcode::rmsnorm},   {"layernorm", opcode::layernorm},
       {"rope", opcode::rope},         {"add", opcode::add},
       {"mul", opcode::mul},           {"min_search", opcode::min_search},
-      {"evict_select", opcode::evict_select}};
+      {"evict_select", opcode::evict_select}, {"copy", opcode::copy}};
   return names;
 }
 
@@ -27,6 +27,7 @@ const std::vector<std::pair<std::string, opcode>>& opcode_names() {
 std::string default_block(opcode op) {
   if (op == opcode::gemm || op == opcode::gemm_transposed) return "rsa";
   if (op == opcode::evict_select) return "evictor";
+  if (op == opcode::copy) return "dma";
   return "sfu";
 }
 

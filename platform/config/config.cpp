@@ -357,6 +357,8 @@ void config_node::set_default(const std::string& key, const std::string& text) c
   cur[key] = text;
 }
 
+bool config_node::is_map(const std::string& key) const { return lookup(key).IsMap(); }
+
 bool config_node::has(const std::string& key) const {
   const YAML::Node n = lookup(key);
   return n.IsDefined() && !n.IsNull();

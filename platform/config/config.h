@@ -55,6 +55,8 @@ class config_node {
   std::string require_choice(const std::string& key, const std::vector<std::string>& allowed) const;
 
   bool has(const std::string& key) const;
+  // Whether the value at `key` is a map (a nested section) rather than a value.
+  bool is_map(const std::string& key) const;
   // A nested map; `child` requires it, `child_or_empty` allows it to be absent.
   config_node child(const std::string& key) const;
   config_node child_or_empty(const std::string& key) const;

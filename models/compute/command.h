@@ -42,6 +42,8 @@ std::string to_string(opcode op);
 // gemm_transposed: the score rows (q . K^T before softmax) are also streamed to the systolic
 // evictor beside the array, which accumulates importance scores as they leave the PEs.
 constexpr std::uint32_t flag_scores_to_evictor = 1u << 0;
+// gemm: the stationary operand B is 16-bit (activations such as V in A . V), not int8 weights.
+constexpr std::uint32_t flag_b_16bit = 1u << 1;
 
 // The descriptor. Fields a command does not use must be 0.
 struct command {
@@ -52,7 +54,7 @@ struct command {
   std::uint32_t k = 0;       // reduction length / row length
   std::uint32_t n = 0;       // output columns
   std::uint32_t extra = 0;   // per opcode: stacked recompute rows (gemm), heads (evict_select)
-  std::uint32_t reserved = 0;
+  std::uint32_t batch = 0;    // independent products of this shape, operands back to back (0 = 1)
   std::uint64_t addr_a = 0;  // first operand (activations / input vector)
   std::uint64_t addr_b = 0;  // second operand (weights / keys)
   std::uint64_t addr_c = 0;  // result

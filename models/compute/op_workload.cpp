@@ -58,6 +58,7 @@ op_workload::op_workload(const sc_core::sc_module_name& name, const workload_arg
   m_cmd.n = static_cast<std::uint32_t>(p.get_uint("n", 1, "output columns N", 0, 0xffffffffu));
   m_cmd.extra = static_cast<std::uint32_t>(p.get_uint("extra", 0, "opcode-specific count (stacked rows, heads)", 0, 0xffffffffu));
   m_cmd.flags = static_cast<std::uint32_t>(p.get_uint("flags", 0, "opcode-specific flags", 0, 0xffffffffu));
+  m_cmd.batch = static_cast<std::uint32_t>(p.get_uint("batch", 1, "independent products of this shape", 1, 0xffffffffu));
 
   // Operands a, b, c, d placed one after another (64-byte aligned) in their memories.
   const std::string def_mem = a.platform.memory("weight_sram") ? "weight_sram" : "sram";

@@ -180,3 +180,15 @@ TEST_CASE("rsa: energy is MACs x energy per MAC plus idle PE-cycles", "[rsa]") {
   const double pe_cycles = r["array_cycles"].get<double>() * 1024;
   CHECK(r["compute_energy_J"].get<double>() == Approx(macs * 1.08e-12 + (pe_cycles - macs) * 0.108e-12));
 }
+
+TEST_CASE("rsa: a batch of independent products costs its folds one after another", "[rsa]") {
+  const std::vector<std::string> scalesim = {"system.compute.rsa.weight_load_rows_per_cycle=1",
+                                             "system.compute.rsa.double_buffered_weights=false"};
+  auto batched = scalesim;
+  batched.push_back("workload.batch=16");
+  batched.push_back("workload.flags=2");  // 16-bit B, as in A . V
+  const auto one = gemm(4, 128, 512, scalesim), many = gemm(4, 128, 512, batched);
+  CHECK(many["array_cycles"].get<double>() == Approx(16 * one["array_cycles"].get<double>()));
+  CHECK(many["macs"].get<double>() == 16.0 * 4 * 128 * 512);
+  CHECK(many["folds"] == 16 * 4 * 16);
+}

@@ -39,18 +39,25 @@ rsa::rsa(const sc_core::sc_module_name& name, const compute_args& a)
                  [this] { return std::max(0.0, m_pe_cycles.value() - m_macs.value()) * m_idle_J; });
 }
 
-double rsa::ideal_cycles(std::uint64_t m, std::uint64_t k, std::uint64_t n) const {
-  const double folds = static_cast<double>(ceil_div(k, m_rows) * ceil_div(n, m_cols));
+double rsa::ideal_cycles(std::uint64_t m, std::uint64_t k, std::uint64_t n, std::uint64_t batch) const {
+  const double folds = static_cast<double>(batch * ceil_div(k, m_rows) * ceil_div(n, m_cols));
   const double fill = static_cast<double>(ceil_div(m_rows, m_rows_per_cycle));
   const double tail = m_rows + m_cols - 2.0;
   if (!m_double_buffered) return folds * (fill + static_cast<double>(m) + tail);
   return fill + (folds - 1) * std::max(static_cast<double>(m), fill) + static_cast<double>(m) + tail;
 }
 
+namespace {
+std::uint64_t b_elem_bytes(const command& c) {
+  return c.op == opcode::gemm && !(c.flags & flag_b_16bit) ? 1 : 2;
+}
+std::uint64_t batches(const command& c) { return c.batch ? c.batch : 1; }
+}  // namespace
+
 std::array<std::uint64_t, 4> rsa::operand_bytes(const command& c) const {
-  const std::uint64_t eb = c.op == opcode::gemm ? 1 : 2;
-  return {std::uint64_t(c.m) * c.k * act_bytes, std::uint64_t(c.k) * c.n * eb,
-          (std::uint64_t(c.m) + c.extra) * c.n * act_bytes, std::uint64_t(c.extra) * c.k * act_bytes};
+  const std::uint64_t b = batches(c);
+  return {b * c.m * c.k * act_bytes, b * c.k * c.n * b_elem_bytes(c),
+          b * (std::uint64_t(c.m) + c.extra) * c.n * act_bytes, b * c.extra * c.k * act_bytes};
 }
 
 cmd_status rsa::validate(const command& c) const {
@@ -59,7 +66,8 @@ cmd_status rsa::validate(const command& c) const {
   if (c.m == 0 || c.k == 0 || c.n == 0 || c.m > max_dim || c.k > max_dim || c.n > max_dim ||
       c.extra > max_dim)
     return cmd_status::bad_shape;
-  const std::uint64_t eb = c.op == opcode::gemm ? 1 : 2;
+  const std::uint64_t eb = b_elem_bytes(c);
+  if (c.batch > max_dim) return cmd_status::bad_shape;
   if (c.addr_a % act_bytes || c.addr_c % act_bytes || c.addr_b % eb || (c.extra && c.addr_d % act_bytes))
     return cmd_status::misaligned;
   return cmd_status::ok;
@@ -67,25 +75,27 @@ cmd_status rsa::validate(const command& c) const {
 
 cmd_status rsa::execute(const command& c) {
   const sc_core::sc_time start = sc_core::sc_time_stamp();
-  const std::uint64_t M = c.m, K = c.k, N = c.n, S = c.extra, Mp = M + S;
-  const std::uint64_t eb = c.op == opcode::gemm ? 1 : 2;
+  const std::uint64_t M = c.m, K = c.k, N = c.n, S = c.extra, Mp = M + S, B = batches(c);
+  const std::uint64_t eb = b_elem_bytes(c);
 
-  // Input rows: the current tokens' and the stacked recompute rows.
-  cmd_status st = transfer(tlm::TLM_READ_COMMAND, c.addr_a, M * K * act_bytes);
-  if (st == cmd_status::ok && S) st = transfer(tlm::TLM_READ_COMMAND, c.addr_d, S * K * act_bytes);
+  // Input rows: the current tokens' and the stacked recompute rows, of every product.
+  cmd_status st = transfer(tlm::TLM_READ_COMMAND, c.addr_a, B * M * K * act_bytes);
+  if (st == cmd_status::ok && S) st = transfer(tlm::TLM_READ_COMMAND, c.addr_d, B * S * K * act_bytes);
   if (st != cmd_status::ok) return st;
 
-  // Stationary operand, fold by fold (tiles laid out contiguously in fold order).
-  const std::uint64_t fk = ceil_div(K, m_rows), fn = ceil_div(N, m_cols), F = fk * fn;
+  // Stationary operand, fold by fold (tiles laid out contiguously in fold order), product
+  // after product.
+  const std::uint64_t fk = ceil_div(K, m_rows), fn = ceil_div(N, m_cols), F = B * fk * fn;
   std::vector<std::uint64_t> fold_end(F);  // end byte of each fold's tile
   std::uint64_t total = 0;
-  for (std::uint64_t nt = 0, f = 0; nt < fn; ++nt)
-    for (std::uint64_t kt = 0; kt < fk; ++kt, ++f) {
-      const std::uint64_t kf = std::min<std::uint64_t>(m_rows, K - kt * m_rows);
-      const std::uint64_t nf = std::min<std::uint64_t>(m_cols, N - nt * m_cols);
-      total += kf * nf * eb;
-      fold_end[f] = total;
-    }
+  for (std::uint64_t b = 0, f = 0; b < B; ++b)
+    for (std::uint64_t nt = 0; nt < fn; ++nt)
+      for (std::uint64_t kt = 0; kt < fk; ++kt, ++f) {
+        const std::uint64_t kf = std::min<std::uint64_t>(m_rows, K - kt * m_rows);
+        const std::uint64_t nf = std::min<std::uint64_t>(m_cols, N - nt * m_cols);
+        total += kf * nf * eb;
+        fold_end[f] = total;
+      }
   const std::uint64_t chunk = chunk_bytes();
   const std::size_t chunks = static_cast<std::size_t>(ceil_div(total, chunk));
   const double cyc = 1.0 / clock_Hz();
@@ -137,12 +147,12 @@ cmd_status rsa::execute(const command& c) {
   if (end > sc_core::sc_time_stamp()) sc_core::wait(end - sc_core::sc_time_stamp());
 
   // Results (the recomputed rows' too).
-  st = transfer(tlm::TLM_WRITE_COMMAND, c.addr_c, Mp * N * act_bytes);
+  st = transfer(tlm::TLM_WRITE_COMMAND, c.addr_c, B * Mp * N * act_bytes);
 
-  const double macs = static_cast<double>(Mp * K * N);
+  const double macs = static_cast<double>(B * Mp * K * N);
   const double array_cycles = (compute_end - t0) * clock_Hz();
   m_macs += macs;
-  m_recompute_macs += static_cast<double>(S * K * N);
+  m_recompute_macs += static_cast<double>(B * S * K * N);
   m_pe_cycles += array_cycles * m_rows * m_cols;
   m_stall_cycles += stall * clock_Hz();
   m_weight_bytes += static_cast<double>(total);
@@ -150,7 +160,7 @@ cmd_status rsa::execute(const command& c) {
   m_last = {{"macs", macs},
             {"folds", F},
             {"array_cycles", array_cycles},
-            {"ideal_array_cycles", ideal_cycles(Mp, K, N)},
+            {"ideal_array_cycles", ideal_cycles(Mp, K, N, B)},
             {"stall_cycles", stall * clock_Hz()},
             {"utilization", cycles > 0 ? macs / (cycles * m_rows * m_cols) : 0.0},
             {"energy_J", macs * m_mac_J + std::max(0.0, array_cycles * m_rows * m_cols - macs) * m_idle_J}};

@@ -40,7 +40,7 @@ class rsa : public compute_block {
   unsigned rows() const { return m_rows; }
   unsigned cols() const { return m_cols; }
   // Cycles of a GEMM's array pipeline when weights are always there (no memory stalls).
-  double ideal_cycles(std::uint64_t m, std::uint64_t k, std::uint64_t n) const;
+  double ideal_cycles(std::uint64_t m, std::uint64_t k, std::uint64_t n, std::uint64_t batch = 1) const;
 
   std::array<std::uint64_t, 4> operand_bytes(const command& c) const override;
   nlohmann::json last_command_report() const override { return m_last; }

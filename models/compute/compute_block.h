@@ -52,6 +52,7 @@ class compute_block : public sc_core::sc_module {
   const sc_core::sc_event& completion_event() const { return m_completion_event; }
   // Commands queued or running.
   std::size_t pending() const { return m_queue.size() + (m_busy ? 1 : 0); }
+  std::size_t queue_depth() const { return m_queue_depth; }
 
   // Bytes of operands a, b, c, d that a valid command reads or writes (for placing them).
   virtual std::array<std::uint64_t, 4> operand_bytes(const command& c) const = 0;

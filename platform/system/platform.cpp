@@ -97,6 +97,12 @@ compute_block* platform::block(const std::string& name) {
   return nullptr;
 }
 
+std::vector<compute_block*> platform::blocks() {
+  std::vector<compute_block*> v;
+  for (auto& b : m_blocks) v.push_back(b.get());
+  return v;
+}
+
 std::string platform::block_names() const {
   std::string s;
   for (const auto& b : m_blocks) s += (s.empty() ? "" : ", ") + std::string(b->basename());

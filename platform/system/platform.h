@@ -34,6 +34,7 @@ class platform : public platform_view {
   std::string memory_names() const override;
   compute_block* block(const std::string& name) override;
   std::string block_names() const override;
+  std::vector<compute_block*> blocks() override;
   std::uint64_t seed() const override { return m_seed; }
   workload& work() { return *m_workload; }
 

@@ -9,6 +9,7 @@
 #include <systemc>
 
 #include <string>
+#include <vector>
 
 namespace kelle {
 
@@ -27,6 +28,7 @@ class platform_view {
   // The compute block of that name (rsa, sfu, evictor), or nullptr.
   virtual compute_block* block(const std::string& name) = 0;
   virtual std::string block_names() const = 0;
+  virtual std::vector<compute_block*> blocks() = 0;
   virtual std::uint64_t seed() const = 0;
 };
 

@@ -62,6 +62,7 @@ int run(const run_options& o) {
   if (!o.outdir.empty()) {
     write_file(fs::path(o.outdir) / "results.json", p.results().dump(2) + "\n");
     write_file(fs::path(o.outdir) / "report.txt", report);
+    for (const auto& [name, text] : p.work().extra_files()) write_file(fs::path(o.outdir) / name, text);
     std::cerr << "Results written to " << o.outdir << "/\n";
   }
   return 0;

@@ -76,7 +76,7 @@ platform::platform(config& cfg) : m_cfg(cfg) {
 
   const config_node wl = root.child("workload");
   const std::string type = wl.require_choice("type", workloads().name_list());
-  m_workload = workloads().create(type, workload_args{wl, *this});
+  m_workload = workloads().create(type, workload_args{wl, *this, &root});
 
   // Sections of the shared technology description this system has no instance of.
   for (const auto& k : tech.keys()) cfg.accept_unread(tech.key_path(k));

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <systemc>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,11 +42,14 @@ class workload : public sc_core::sc_module {
   virtual void add_results(nlohmann::json& /*results*/) const {}
   // The workload's section of the text report.
   virtual std::string report() const { return {}; }
+  // Further result files (name -> text), written beside results.json (per-step CSVs, ...).
+  virtual std::map<std::string, std::string> extra_files() const { return {}; }
 };
 
 struct workload_args {
   config_node params;  // the `workload` section
   platform_view& platform;
+  const config_node* root = nullptr;  // the scenario's top level (top-level keys such as `scheduler`)
 };
 
 using workload_registry = registry<workload, const workload_args&>;

@@ -1,0 +1,78 @@
+// The firmware's driver: what a scheduler is written against. It submits commands to the
+// compute blocks the way host firmware does, by writing 64-byte descriptors to their command
+// ports over the interconnect (posted writes), keeps the blocks' queues from overflowing,
+// collects completions the moment the blocks post them, and runs actions tied to a command's
+// completion (freeing a buffer, closing an activation's lifetime).
+//
+//   ticket t = drv.dma(src, dst, bytes);       // DMA copy
+//   ticket g = drv.gemm(...);                 // RSA
+//   ticket s = drv.sfu(opcode::softmax, ...);  // SFU
+//   drv.wait(t);                              // the calling thread waits for completion
+//   drv.after(g, [&] { ... });                // run at g's completion time
+#pragma once
+
+#include "models/compute/compute_block.h"
+#include "platform/system/workload.h"
+#include "platform/tlm/payload_pool.h"
+
+#include <tlm_utils/simple_initiator_socket.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kelle {
+
+struct ticket {
+  compute_block* block = nullptr;
+  std::uint32_t id = 0;
+  bool valid() const { return block != nullptr; }
+};
+
+class driver {
+ public:
+  tlm_utils::simple_initiator_socket<driver> socket;
+
+  // Construct inside the owning module's constructor; binds to the platform's interconnect as
+  // initiator `port_name`.
+  driver(const char* port_name, platform_view& platform);
+
+  bool has_block(const std::string& name) const;
+  compute_block& block(const std::string& name) const;
+
+  // Submits a command to a block; returns at once (after the descriptor write is accepted),
+  // unless the block's queue is full, then it first waits for one of its commands to complete.
+  ticket submit(const std::string& block, command c);
+  ticket dma(std::uint64_t src, std::uint64_t dst, std::uint64_t bytes);
+
+  // Waits until the command has completed and returns its completion. A failed command is a
+  // simulation error (the firmware model does not issue commands that may fail).
+  const completion& wait(const ticket& t);
+  void wait_all();
+  bool done(const ticket& t) const;
+  // Runs `action` at the simulated time `t` completes (at once if it already has).
+  void after(const ticket& t, std::function<void()> action);
+
+  std::uint64_t commands_submitted() const { return m_next_id - 1; }
+
+ private:
+  struct block_state {
+    compute_block* block;
+    std::uint64_t base;
+    std::size_t in_flight = 0;
+  };
+  void drain(block_state& b);
+  tlm::tlm_sync_enum nb_transport_bw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph, sc_core::sc_time& d);
+
+  platform_view& m_platform;
+  std::map<std::string, block_state> m_blocks;
+  std::map<std::uint32_t, completion> m_done;  // by command id
+  std::multimap<std::uint32_t, std::function<void()>> m_actions;
+  std::uint32_t m_next_id = 1;
+  payload_pool m_pool;
+  tlm::tlm_generic_payload* m_awaiting_end_req = nullptr;
+  sc_core::sc_event m_end_req, m_completed;
+};
+
+}  // namespace kelle

@@ -1,0 +1,202 @@
+#include "firmware/llm/llm_workload.h"
+
+#include "models/memory/memory_target.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+namespace kelle {
+
+llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_args& a)
+    : workload(name), m_platform(a.platform), m_stats("stats") {
+  const config_node& p = a.params;
+  m_model = model_from_config(p);
+  m_batch = static_cast<unsigned>(p.get_uint("batch", 1, "sequences decoded together", 1, 4096));
+  m_context = p.get_uint("context_len", 128, "context (prompt) tokens per sequence", 1, 1 << 24);
+  m_decode = p.get_uint("decode_len", 16, "tokens generated per sequence", 0, 1 << 24);
+  const std::uint64_t limit = p.get_uint("max_tokens", 65536, "limit on context_len + decode_len per sequence", 1);
+  if (m_context + m_decode > limit)
+    p.fail("context_len", "context_len + decode_len = " + std::to_string(m_context + m_decode) +
+                              " tokens exceeds workload.max_tokens = " + std::to_string(limit));
+  if (!a.root) throw config_error("the llm workload needs the scenario's top level");
+  m_scheduler_name = a.root->get_choice("scheduler", "kelle", schedulers().name_list());
+  m_scheduler = schedulers().create(m_scheduler_name);
+  m_progress = p.get_bool("progress", true, "show progress on a terminal") && isatty(STDERR_FILENO);
+
+  m_plan = std::make_unique<memory_plan>(m_model, m_batch, m_context + m_decode, a.platform,
+                                         p.child_or_empty("placement"));
+  m_driver = std::make_unique<driver>("firmware", a.platform);
+  m_ops = std::make_unique<layer_ops>(*m_driver, *m_plan, m_model, a.platform);
+  m_layer_s.assign(m_model.layers, 0.0);
+
+  m_stats.formula("commands", "count", "commands the firmware submitted",
+                  [this] { return static_cast<double>(m_driver->commands_submitted()); });
+  m_stats.formula("dram_weight_bytes", "B", "weight bytes the firmware fetched from DRAM",
+                  [this] { return m_ops->dram().weights; });
+  m_stats.formula("dram_kv_bytes", "B", "KV bytes read from or written to DRAM",
+                  [this] { return m_ops->dram().kv; });
+  m_stats.formula("dram_activation_bytes", "B", "activation bytes read from or written to DRAM",
+                  [this] { return m_ops->dram().activations; });
+  SC_HAS_PROCESS(llm_workload);
+  SC_THREAD(run);
+}
+
+llm_workload::~llm_workload() = default;
+
+void llm_workload::progress(const char* phase, unsigned step, unsigned steps) {
+  if (!m_progress) return;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_wall0).count();
+  const double eta = step > 0 ? wall / step * (steps - step) : 0.0;
+  std::fprintf(stderr, "\r  %s %u/%u   simulated %.4g ms   wall %.1f s   remaining ~%.0f s   ", phase, step, steps,
+               sc_core::sc_time_stamp().to_seconds() * 1e3, wall, eta);
+  if (step == steps) std::fprintf(stderr, "\n");
+}
+
+void llm_workload::pass(const pass_info& p) {
+  const double t0 = sc_core::sc_time_stamp().to_seconds();
+  const auto before = m_ops->dram();
+  const auto mark = m_plan->mark();
+  const std::uint64_t rows = std::uint64_t(p.batch) * p.rows, C = m_model.hidden, ab = model_shape::act_bytes;
+
+  // The new tokens' embeddings (one int8 row per token of the table in DRAM).
+  tensor x = m_ops->produce("x", rows * C * ab);
+  m_ops->produced(x, m_driver->dma(m_plan->lm_head(), x.where.addr, rows * C));
+  for (unsigned l = 0; l < m_model.layers; ++l) {
+    const double l0 = sc_core::sc_time_stamp().to_seconds();
+    m_scheduler->layer(*m_ops, p, l, x);
+    m_layer_s[l] += sc_core::sc_time_stamp().to_seconds() - l0;
+  }
+  // The LM head on the last token of every sequence.
+  tensor last{x.where, x.producer, x.lifetime, "x"};
+  last.where.addr += (p.rows - 1) * C * ab * p.batch;  // the last rows
+  tensor xn = m_ops->produce("xn", std::uint64_t(p.batch) * C * ab);
+  m_ops->produced(xn, m_ops->sfu(m_model.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm, last,
+                                 p.batch, C, xn.where));
+  m_ops->last_use(x, xn.producer);
+  tensor logits = m_ops->produce("logits", std::uint64_t(p.batch) * m_model.vocab * ab);
+  const ticket lm = m_ops->project(xn, m_plan->lm_head(), C, m_model.vocab, logits.where, p.batch);
+  m_ops->last_use(xn, lm);
+  m_ops->produced(logits, lm);
+  m_ops->last_use(logits, lm);  // the host samples the next token from the logits
+  m_driver->wait_all();
+  m_plan->release(mark);
+
+  const auto& after = m_ops->dram();
+  m_steps.push_back(step_record{p.prefill ? "prefill" : "decode", p.step, t0, sc_core::sc_time_stamp().to_seconds(),
+                                after.weights - before.weights, after.kv - before.kv,
+                                after.activations - before.activations});
+}
+
+void llm_workload::run() {
+  m_wall0 = std::chrono::steady_clock::now();
+  pass_info p;
+  p.prefill = true;
+  p.batch = m_batch;
+  p.rows = m_context;
+  p.kv_tokens = m_context;
+  p.kv_offset = 0;
+  progress("prefill", 0, 1);
+  pass(p);
+  m_prefill_s = sc_core::sc_time_stamp().to_seconds();
+  progress("prefill", 1, 1);
+  for (unsigned s = 0; s < m_decode; ++s) {
+    p.prefill = false;
+    p.rows = 1;
+    p.kv_offset = m_context + s;
+    p.kv_tokens = m_context + s + 1;
+    p.step = s + 1;
+    pass(p);
+    progress("decode step", s + 1, static_cast<unsigned>(m_decode));
+  }
+  m_decode_s = sc_core::sc_time_stamp().to_seconds() - m_prefill_s;
+  m_done = true;
+}
+
+void llm_workload::add_results(nlohmann::json& r) const {
+  const double total = m_prefill_s + m_decode_s;
+  const double generated = static_cast<double>(m_batch) * static_cast<double>(m_decode);
+  const double energy = r.contains("energy_J") ? r["energy_J"]["total"].get<double>() : 0.0;
+  r["latency_s"] = {{"prefill", m_prefill_s},
+                    {"decode", m_decode_s},
+                    {"total", total},
+                    {"decode_per_step", m_decode ? m_decode_s / static_cast<double>(m_decode) : 0.0}};
+  r["throughput"] = {{"tokens_per_s", total > 0 ? generated / total : 0.0},
+                     {"tokens_per_J", energy > 0 ? generated / energy : 0.0},
+                     {"generated_tokens", generated}};
+  double dram_total = 0;
+  if (r.contains("stats") && r["stats"].contains(m_plan->dram()))
+    dram_total = r["stats"][m_plan->dram()]["bytes_read"]["value"].get<double>() +
+                 r["stats"][m_plan->dram()]["bytes_written"]["value"].get<double>();
+  r["traffic_bytes"] = {{"dram_weights", m_ops->dram().weights},
+                        {"dram_kv", m_ops->dram().kv},
+                        {"dram_activations", m_ops->dram().activations},
+                        {"dram_total", dram_total}};
+  nlohmann::json life = nlohmann::json::object();
+  std::map<std::string, std::tuple<double, double, double>> acc;  // count, total, max
+  for (const auto& l : m_ops->lifetimes()) {
+    if (l.open) continue;
+    auto& [n, t, mx] = acc[l.kind];
+    const double d = (l.end - l.start).to_seconds();
+    n += 1;
+    t += d;
+    mx = std::max(mx, d);
+  }
+  double all = 0;
+  for (const auto& [k, v] : acc) {
+    const auto& [n, t, mx] = v;
+    life[k] = {{"count", n}, {"total_s", t}, {"mean_s", t / n}, {"max_s", mx}};
+    all += t;
+  }
+  r["activation_lifetimes"] = {{"total_s", all}, {"by_kind", life}};
+  r["llm"] = {{"model", m_model.name},
+              {"batch", m_batch},
+              {"context_len", m_context},
+              {"decode_len", m_decode},
+              {"scheduler", m_scheduler_name},
+              {"weight_bytes_per_pass", m_model.weight_bytes_per_pass()},
+              {"kv_layers_on_chip", m_plan->kv_layers_on_chip()},
+              {"placement", m_plan->describe()},
+              {"energy_per_token_J", generated > 0 ? energy / generated : 0.0}};
+}
+
+std::string llm_workload::report() const {
+  nlohmann::json r;
+  add_results(r);
+  char buf[1024];
+  std::snprintf(buf, sizeof buf,
+                "LLM inference: %s, batch %u, context %llu + decode %llu tokens, scheduler %s\n"
+                "  placement          %s\n"
+                "  latency            prefill %.4g ms, decode %.4g ms (%.4g ms per step), total %.4g ms\n"
+                "  throughput         %.4g tokens/s\n"
+                "  DRAM traffic       weights %.4g MB, KV %.4g MB, activations %.4g MB\n"
+                "  activation life    %.4g ms in all (sum over buffers)\n",
+                m_model.name.c_str(), m_batch, static_cast<unsigned long long>(m_context),
+                static_cast<unsigned long long>(m_decode), m_scheduler_name.c_str(), m_plan->describe().c_str(),
+                m_prefill_s * 1e3, m_decode_s * 1e3, r["latency_s"]["decode_per_step"].get<double>() * 1e3,
+                (m_prefill_s + m_decode_s) * 1e3, r["throughput"]["tokens_per_s"].get<double>(),
+                m_ops->dram().weights / 1e6, m_ops->dram().kv / 1e6, m_ops->dram().activations / 1e6,
+                r["activation_lifetimes"]["total_s"].get<double>() * 1e3);
+  return buf;
+}
+
+std::map<std::string, std::string> llm_workload::extra_files() const {
+  std::ostringstream steps, layers;
+  steps << "phase,step,start_s,end_s,latency_s,dram_weight_bytes,dram_kv_bytes,dram_activation_bytes\n";
+  for (const auto& s : m_steps)
+    steps << s.phase << ',' << s.step << ',' << s.start_s << ',' << s.end_s << ',' << (s.end_s - s.start_s) << ','
+          << s.dram_weights << ',' << s.dram_kv << ',' << s.dram_act << '\n';
+  layers << "layer,time_s,kv_on_chip\n";
+  for (unsigned l = 0; l < m_layer_s.size(); ++l)
+    layers << l << ',' << m_layer_s[l] << ',' << (l < m_plan->kv_layers_on_chip() ? 1 : 0) << '\n';
+  return {{"steps.csv", steps.str()}, {"layers.csv", layers.str()}};
+}
+
+KELLE_REGISTER(workloads(), "llm", "LLM inference through the firmware model (prefill + decode)",
+               [](const workload_args& a) -> std::unique_ptr<workload> {
+                 return std::make_unique<llm_workload>("firmware", a);
+               });
+
+}  // namespace kelle

@@ -1,0 +1,62 @@
+// `llm`: the host firmware model. It runs a whole LLM inference on the platform: the prefill of
+// the context, then autoregressive decode, for a batch of sequences, issuing weight fetches, KV
+// reads and writes and compute commands through the driver, layer by layer, in the order a
+// scheduler chooses. Results: latency (prefill, decode, per step), throughput, DRAM traffic by
+// kind, activation lifetimes, per-step and per-layer CSVs. docs/firmware.md.
+#pragma once
+
+#include "firmware/driver/driver.h"
+#include "firmware/schedulers/scheduler.h"
+#include "firmware/workload/memory_plan.h"
+#include "firmware/workload/model_zoo.h"
+#include "platform/stats/stats.h"
+#include "platform/system/workload.h"
+
+#include <chrono>
+#include <memory>
+
+namespace kelle {
+
+class llm_workload : public workload {
+ public:
+  llm_workload(const sc_core::sc_module_name& name, const workload_args& args);
+  ~llm_workload() override;
+
+  bool finished() const override { return m_done; }
+  void add_results(nlohmann::json& results) const override;
+  std::string report() const override;
+  // Per-step and per-layer tables (CSV text), written beside results.json.
+  std::map<std::string, std::string> extra_files() const override;
+
+  const model_shape& model() const { return m_model; }
+
+ private:
+  struct step_record {
+    std::string phase;
+    unsigned step;
+    double start_s, end_s;
+    double dram_weights, dram_kv, dram_act;
+  };
+  void run();
+  void pass(const pass_info& p);
+  void progress(const char* phase, unsigned step, unsigned steps);
+
+  model_shape m_model;
+  unsigned m_batch;
+  std::uint64_t m_context, m_decode;
+  std::string m_scheduler_name;
+  std::unique_ptr<memory_plan> m_plan;
+  std::unique_ptr<driver> m_driver;
+  std::unique_ptr<scheduler> m_scheduler;
+  std::unique_ptr<layer_ops> m_ops;
+  platform_view& m_platform;
+  bool m_done = false;
+  bool m_progress;
+  double m_prefill_s = 0, m_decode_s = 0;
+  std::vector<step_record> m_steps;
+  std::vector<double> m_layer_s;  // simulated time spent in each layer, all passes
+  std::chrono::steady_clock::time_point m_wall0;
+  stat_group m_stats;
+};
+
+}  // namespace kelle

@@ -1,0 +1,89 @@
+// `kelle`: the Kelle scheduler, the paper's Figure 12(b). The firmware never waits for an
+// operation to finish unless the next one needs its result: the next projection's first weight
+// tile is requested while the current one computes (weight fetches overlap compute across
+// operations), the attention's K and V reads overlap the fetch of W_O, and k and v are produced
+// before q, so q is consumed by q . K^T as soon as it exists and the new k and v go straight
+// into the cache: activation lifetimes shrink and memory overlaps compute.
+#include "firmware/schedulers/scheduler.h"
+
+namespace kelle {
+namespace {
+
+class kelle_scheduler : public scheduler {
+ public:
+  void layer(layer_ops& ops, const pass_info& p, unsigned l, tensor& x) override {
+    const model_shape& m = ops.model();
+    const auto& w = ops.plan().weights(l);
+    const std::uint64_t rows = std::uint64_t(p.batch) * p.rows, C = m.hidden, ab = model_shape::act_bytes;
+    const std::uint64_t Q = std::uint64_t(m.heads) * m.head_dim, KV = std::uint64_t(m.kv_heads) * m.head_dim;
+    const auto mark = ops.plan().mark();
+    const opcode norm = m.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm;
+
+    // Weights of W_K start loading before the norm is even done.
+    tile_load next = ops.prefetch(w.k, C, KV);
+    tensor xn = ops.produce("xn", rows * C * ab);
+    ops.produced(xn, ops.sfu(norm, x, rows, C, xn.where));
+    const ticket tk = ops.project(xn, w.k, C, KV, ops.kv_slot(l, false, p), rows, next);
+    next = ops.prefetch(w.v, C, KV);
+    const ticket tv = ops.project(xn, w.v, C, KV, ops.kv_slot(l, true, p), rows, next);
+    tensor k_new{ops.kv_slot(l, false, p), tk, -1, "k"};
+    const ticket rk = ops.sfu(opcode::rope, k_new, rows * m.kv_heads, m.head_dim, k_new.where);
+    next = ops.prefetch(w.q, C, Q);
+    tensor q = ops.produce("q", rows * Q * ab);
+    ops.produced(q, ops.project(xn, w.q, C, Q, q.where, rows, next));
+    ops.last_use(xn, q.producer);
+    q.producer = ops.sfu(opcode::rope, q, rows * m.heads, m.head_dim, q.where);
+    ops.drv().wait(rk);
+    (void)tv;  // the RSA runs MM_v before the attention (in order)
+
+    next = ops.prefetch(w.o, Q, C);  // W_O loads while the attention reads K and V
+    tensor attn = ops.produce("attn", rows * Q * ab);
+    const ticket ta = ops.attention(q, p, l, attn.where);
+    ops.last_use(q, ta);
+    ops.produced(attn, ta);
+    tensor o = ops.produce("o", rows * C * ab);
+    ops.produced(o, ops.project(attn, w.o, Q, C, o.where, rows, next));
+    ops.last_use(attn, o.producer);
+    const bool gated = m.ffn_type == ffn_kind::gated_silu;
+    next = ops.prefetch(gated ? w.gate : w.up, C, m.ffn);
+    const ticket add1 = ops.sfu(opcode::add, x, rows, C, x.where, &o);
+    ops.last_use(o, add1);
+    x.producer = add1;
+
+    tensor xn2 = ops.produce("xn", rows * C * ab);
+    ops.produced(xn2, ops.sfu(norm, x, rows, C, xn2.where));
+    tensor h = ops.produce("ffn", rows * m.ffn * ab);
+    tensor f_out = ops.produce("o", rows * C * ab);
+    if (gated) {
+      tensor up = ops.produce("ffn", rows * m.ffn * ab);
+      ops.produced(h, ops.project(xn2, w.gate, C, m.ffn, h.where, rows, next));
+      next = ops.prefetch(w.up, C, m.ffn);
+      h.producer = ops.sfu(opcode::silu, h, rows, m.ffn, h.where);
+      ops.produced(up, ops.project(xn2, w.up, C, m.ffn, up.where, rows, next));
+      ops.last_use(xn2, up.producer);
+      next = ops.prefetch(w.down, m.ffn, C);
+      const ticket mul = ops.sfu(opcode::mul, h, rows, m.ffn, h.where, &up);
+      ops.last_use(up, mul);
+      h.producer = mul;
+    } else {
+      ops.produced(h, ops.project(xn2, w.up, C, m.ffn, h.where, rows, next));
+      ops.last_use(xn2, h.producer);
+      next = ops.prefetch(w.down, m.ffn, C);
+      h.producer = ops.sfu(opcode::gelu, h, rows, m.ffn, h.where);
+    }
+    ops.produced(f_out, ops.project(h, w.down, m.ffn, C, f_out.where, rows, next));
+    ops.last_use(h, f_out.producer);
+    const ticket add2 = ops.sfu(opcode::add, x, rows, C, x.where, &f_out);
+    ops.last_use(f_out, add2);
+    x.producer = add2;
+    // The arena is reused by the next layer: its buffers must be dead by then.
+    ops.drv().wait(add2);
+    ops.plan().release(mark);
+  }
+};
+
+KELLE_REGISTER(schedulers(), "kelle", "the paper's Figure 12(b): weight and KV fetches overlapped, k and v first",
+               [] { return std::make_unique<kelle_scheduler>(); });
+
+}  // namespace
+}  // namespace kelle

@@ -1,0 +1,193 @@
+#include "firmware/schedulers/layer_ops.h"
+
+#include "models/compute/rsa/rsa.h"
+#include "models/interconnect/router.h"
+#include "models/memory/edram/edram.h"
+
+#include <algorithm>
+
+namespace kelle {
+
+layer_ops::layer_ops(driver& drv, memory_plan& plan, const model_shape& m, platform_view& p)
+    : m_drv(drv), m_plan(plan), m_model(m), m_platform(p) {
+  for (const char* b : {"rsa", "sfu", "dma"}) drv.block(b);  // a clear error if one is missing
+}
+
+void layer_ops::count(const region& r, std::uint64_t bytes, double traffic::*kind) {
+  if (!r.on_chip) m_dram_traffic.*kind += static_cast<double>(bytes);
+}
+
+tile_load layer_ops::load_tile(std::uint64_t src, std::uint64_t bytes) {
+  const unsigned b = m_next_buffer;
+  m_next_buffer ^= 1u;
+  if (m_buffer_user[b].valid()) m_drv.wait(m_buffer_user[b]);  // the buffer's last reader
+  m_dram_traffic.weights += static_cast<double>(bytes);
+  return tile_load{m_drv.dma(src, m_plan.weight_buffer(b).addr, bytes), b};
+}
+
+namespace {
+// Columns per weight tile: as many whole RSA column folds as fit one tile buffer.
+std::uint64_t tile_cols(std::uint64_t buffer, std::uint64_t k, std::uint64_t n, unsigned cols) {
+  std::uint64_t t = buffer / k / cols * cols;
+  if (t == 0) t = std::max<std::uint64_t>(1, buffer / k);
+  return std::min(t, n);
+}
+}  // namespace
+
+tile_load layer_ops::prefetch(std::uint64_t w, std::uint64_t k, std::uint64_t n) {
+  const unsigned cols = static_cast<const rsa&>(m_drv.block("rsa")).cols();
+  const std::uint64_t tn = tile_cols(m_plan.weight_buffer_bytes(), k, n, cols);
+  return load_tile(w, k * tn);
+}
+
+ticket layer_ops::project(const tensor& x, std::uint64_t w, std::uint64_t k, std::uint64_t n, const region& y,
+                          std::uint64_t rows, tile_load first, std::uint32_t extra_rows) {
+  const unsigned cols = static_cast<const rsa&>(m_drv.block("rsa")).cols();
+  const std::uint64_t tn = tile_cols(m_plan.weight_buffer_bytes(), k, n, cols);
+  const std::uint64_t tiles = (n + tn - 1) / tn;
+  tile_load cur = first.valid() ? first : load_tile(w, k * std::min(tn, n));
+  depend(x, "rsa");
+  ticket last;
+  for (std::uint64_t i = 0; i < tiles; ++i) {
+    const std::uint64_t ni = std::min(tn, n - i * tn);
+    tile_load next;
+    if (i + 1 < tiles) next = load_tile(w + (i + 1) * tn * k, k * std::min(tn, n - (i + 1) * tn));
+    m_drv.wait(cur.dma);
+    command g;
+    g.op = opcode::gemm;
+    g.m = static_cast<std::uint32_t>(rows);
+    g.k = static_cast<std::uint32_t>(k);
+    g.n = static_cast<std::uint32_t>(ni);
+    g.extra = extra_rows;
+    g.addr_a = x.where.addr;
+    g.addr_b = m_plan.weight_buffer(cur.buffer).addr;
+    g.addr_c = y.addr + rows * i * tn * model_shape::act_bytes;
+    last = m_drv.submit("rsa", g);
+    m_buffer_user[cur.buffer] = last;
+    count(x.where, rows * k * model_shape::act_bytes, &traffic::activations);
+    count(y, rows * ni * model_shape::act_bytes, &traffic::activations);
+    cur = next;
+  }
+  return last;
+}
+
+ticket layer_ops::sfu(opcode op, const tensor& in, std::uint64_t rows, std::uint64_t len, const region& out,
+                      const tensor* second) {
+  depend(in, "sfu");
+  if (second) depend(*second, "sfu");
+  command c;
+  c.op = op;
+  c.m = static_cast<std::uint32_t>(rows);
+  c.k = static_cast<std::uint32_t>(len);
+  c.addr_a = in.where.addr;
+  c.addr_b = second ? second->where.addr : in.where.addr;
+  c.addr_c = out.addr;
+  const auto bytes = m_drv.block("sfu").operand_bytes(c);
+  count(in.where, bytes[0], &traffic::activations);
+  if (second) count(second->where, bytes[1], &traffic::activations);
+  count(out, bytes[2], &traffic::activations);
+  return m_drv.submit("sfu", c);
+}
+
+region layer_ops::kv_slot(unsigned layer, bool v, const pass_info& pass) const {
+  const region& base = v ? m_plan.kv(layer).v : m_plan.kv(layer).k;
+  const std::uint64_t per_token = std::uint64_t(m_model.kv_heads) * m_model.head_dim * model_shape::act_bytes;
+  region r = base;
+  r.addr = base.addr + pass.kv_offset * per_token * pass.batch;
+  r.bytes = pass.batch * pass.rows * per_token;
+  return r;
+}
+
+ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out) {
+  const std::uint64_t B = pass.batch, T = pass.rows, N = pass.kv_tokens, D = m_model.head_dim;
+  const std::uint64_t kvh = m_model.kv_heads, g = m_model.heads / m_model.kv_heads;
+  const std::uint64_t ab = model_shape::act_bytes;
+  // KV heads per group: two score buffers (ping-pong) of the group must fit the arena.
+  auto scores_bytes = [&](std::uint64_t h) { return B * h * g * T * N * ab; };
+  std::uint64_t hg = kvh;
+  while (hg > 1 && 2 * scores_bytes(hg) > m_plan.arena_free()) --hg;
+  const auto mark = m_plan.mark();
+  tensor buf[2] = {produce("scores", scores_bytes(hg)), produce("scores", scores_bytes(hg))};
+  ticket user[2];
+  const memory_plan::kv_layer& kv = m_plan.kv(layer);
+  depend(q, "rsa");
+  ticket last;
+  for (std::uint64_t h0 = 0, j = 0; h0 < kvh; h0 += hg, ++j) {
+    const std::uint64_t h = std::min(hg, kvh - h0);
+    tensor& s = buf[j % 2];
+    if (user[j % 2].valid()) m_drv.wait(user[j % 2]);  // the buffer's previous group is done
+    command qk;
+    qk.op = opcode::gemm_transposed;
+    qk.batch = static_cast<std::uint32_t>(B * h);
+    qk.m = static_cast<std::uint32_t>(g * T);
+    qk.k = static_cast<std::uint32_t>(D);
+    qk.n = static_cast<std::uint32_t>(N);
+    qk.addr_a = q.where.addr + B * h0 * g * T * D * ab;
+    qk.addr_b = kv.k.addr + B * h0 * N * D * ab;
+    qk.addr_c = s.where.addr;
+    const ticket t1 = m_drv.submit("rsa", qk);
+    count(kv.k, B * h * N * D * ab, &traffic::kv);
+    count(q.where, B * h * g * T * D * ab, &traffic::activations);
+    count(s.where, scores_bytes(h), &traffic::activations);
+    produced(s, t1);
+    const ticket t2 = sfu(opcode::softmax, s, B * h * g * T, N, s.where);
+    s.producer = t2;
+    command av;
+    av.op = opcode::gemm;
+    av.flags = flag_b_16bit;
+    av.batch = static_cast<std::uint32_t>(B * h);
+    av.m = static_cast<std::uint32_t>(g * T);
+    av.k = static_cast<std::uint32_t>(N);
+    av.n = static_cast<std::uint32_t>(D);
+    av.addr_a = s.where.addr;
+    av.addr_b = kv.v.addr + B * h0 * N * D * ab;
+    av.addr_c = out.addr + B * h0 * g * T * D * ab;
+    depend(s, "rsa");
+    last = m_drv.submit("rsa", av);
+    count(kv.v, B * h * N * D * ab, &traffic::kv);
+    count(s.where, scores_bytes(h), &traffic::activations);
+    count(out, B * h * g * T * D * ab, &traffic::activations);
+    last_use(s, last);
+    user[j % 2] = last;
+    s = tensor{s.where, {}, -1, "scores"};
+  }
+  // The score buffers are free once the last group is done; the arena is rewound at the end of
+  // the layer by the scheduler (its mark precedes this one).
+  (void)mark;
+  return last;
+}
+
+tensor layer_ops::produce(const std::string& kind, std::uint64_t bytes) {
+  tensor t;
+  t.where = m_plan.alloc(bytes);
+  t.kind = kind;
+  return t;
+}
+
+void layer_ops::produced(tensor& t, const ticket& producer) {
+  t.producer = producer;
+  t.lifetime = static_cast<int>(m_lifetimes.size());
+  m_lifetimes.push_back(lifetime_record{t.kind, sc_core::SC_ZERO_TIME, sc_core::SC_ZERO_TIME, true});
+  const int i = t.lifetime;
+  m_drv.after(producer, [this, i] { m_lifetimes[i].start = sc_core::sc_time_stamp(); });
+}
+
+void layer_ops::last_use(tensor& t, const ticket& consumer) {
+  const int i = t.lifetime;
+  const region where = t.where;
+  edram* e = dynamic_cast<edram*>(m_platform.memory(where.memory));
+  const std::uint64_t base = m_platform.interconnect().base_of(where.memory);
+  m_drv.after(consumer, [this, i, e, where, base] {
+    if (i >= 0) {
+      m_lifetimes[i].end = sc_core::sc_time_stamp();
+      m_lifetimes[i].open = false;
+    }
+    if (e) e->release(where.addr - base, where.bytes);  // dead data is no longer refreshed
+  });
+}
+
+void layer_ops::depend(const tensor& t, const std::string& block) {
+  if (t.producer.valid() && t.producer.block->basename() != block) m_drv.wait(t.producer);
+}
+
+}  // namespace kelle

@@ -1,0 +1,106 @@
+// The building blocks schedulers compose: a decoder layer's operations as commands to the
+// accelerator's blocks through the driver, with the weight streaming, the operand placement,
+// the data dependencies between blocks, the DRAM traffic by kind and the activation lifetimes
+// taken care of. A scheduler decides only the order and the overlap (docs/firmware.md).
+#pragma once
+
+#include "firmware/driver/driver.h"
+#include "firmware/workload/memory_plan.h"
+#include "firmware/workload/model_zoo.h"
+
+#include <array>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kelle {
+
+class edram;
+
+// One pass over the model: the prefill of the context or one decode step, for every sequence.
+struct pass_info {
+  bool prefill = false;
+  unsigned batch = 1;
+  std::uint64_t rows = 1;       // new tokens per sequence in this pass (context length or 1)
+  std::uint64_t kv_tokens = 1;  // tokens each new token attends to (past and new)
+  std::uint64_t kv_offset = 0;  // where the new tokens' K and V go in the cache (token index)
+  unsigned step = 0;            // decode step (0 for the prefill)
+};
+
+// An activation buffer: where it is, and the command that produced it.
+struct tensor {
+  region where;
+  ticket producer;
+  int lifetime = -1;  // index into the lifetime records
+  std::string kind;
+};
+
+// A weight tile being loaded into one of the two tile buffers.
+struct tile_load {
+  ticket dma;
+  unsigned buffer = 0;
+  bool valid() const { return dma.valid(); }
+};
+
+struct lifetime_record {
+  std::string kind;
+  sc_core::sc_time start, end;
+  bool open = true;
+};
+
+class layer_ops {
+ public:
+  layer_ops(driver& drv, memory_plan& plan, const model_shape& m, platform_view& p);
+
+  // --- weights ---------------------------------------------------------------------------
+  // Requests the DMA of a projection's first weight tile now (a scheduler that prefetches).
+  tile_load prefetch(std::uint64_t w, std::uint64_t k, std::uint64_t n);
+  // y = x . W, W (k x n, int8) in DRAM at `w`, streamed through the tile buffers: the next tile
+  // loads while the RSA works on the current one. Returns the last GEMM's ticket.
+  ticket project(const tensor& x, std::uint64_t w, std::uint64_t k, std::uint64_t n, const region& y,
+                 std::uint64_t rows, tile_load first = {}, std::uint32_t extra_rows = 0);
+
+  // --- element-wise and normalisation on the SFU -------------------------------------------
+  ticket sfu(opcode op, const tensor& in, std::uint64_t rows, std::uint64_t len, const region& out,
+             const tensor* second = nullptr);
+
+  // --- attention ---------------------------------------------------------------------------
+  // Scores, softmax and A . V for every sequence and head, in groups of KV heads whose scores
+  // fit the activation arena. `q` is (batch x rows) x (heads x head_dim); the result goes to `out`.
+  ticket attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out);
+  // Writes the new tokens' K or V (produced by a projection into the cache).
+  region kv_slot(unsigned layer, bool v, const pass_info& pass) const;
+
+  // --- activations and lifetimes -------------------------------------------------------------
+  tensor produce(const std::string& kind, std::uint64_t bytes);  // allocate; call done() after
+  void produced(tensor& t, const ticket& producer);               // opens the lifetime
+  void last_use(tensor& t, const ticket& consumer);               // closes it at completion
+  // Waits for `t`'s producer unless it runs on `block` (blocks keep their commands in order).
+  void depend(const tensor& t, const std::string& block);
+
+  driver& drv() { return m_drv; }
+  memory_plan& plan() { return m_plan; }
+  const model_shape& model() const { return m_model; }
+
+  // DRAM bytes moved, by kind.
+  struct traffic {
+    double weights = 0, kv = 0, activations = 0;
+  };
+  const traffic& dram() const { return m_dram_traffic; }
+  const std::vector<lifetime_record>& lifetimes() const { return m_lifetimes; }
+
+ private:
+  tile_load load_tile(std::uint64_t src, std::uint64_t bytes);
+  void count(const region& r, std::uint64_t bytes, double traffic::*kind);
+
+  driver& m_drv;
+  memory_plan& m_plan;
+  const model_shape& m_model;
+  platform_view& m_platform;
+  unsigned m_next_buffer = 0;
+  std::array<ticket, 2> m_buffer_user;  // the last GEMM that read each tile buffer
+  traffic m_dram_traffic;
+  std::vector<lifetime_record> m_lifetimes;
+};
+
+}  // namespace kelle

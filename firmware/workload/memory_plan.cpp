@@ -1,0 +1,128 @@
+#include "firmware/workload/memory_plan.h"
+
+#include "models/interconnect/router.h"
+#include "models/memory/memory_target.h"
+
+#include <map>
+#include <sstream>
+
+namespace kelle {
+
+namespace {
+
+std::uint64_t align(std::uint64_t v, std::uint64_t a = 4096) { return (v + a - 1) / a * a; }
+
+// The first of `names` that the system has.
+std::string pick(platform_view& p, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (p.memory(n)) return n;
+  return {};
+}
+
+}  // namespace
+
+memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max_tokens, platform_view& p,
+                         const config_node& pl) {
+  m_dram = pl.get_string("dram", "dram", "memory holding weights and off-chip data");
+  memory_target* dram = p.memory(m_dram);
+  if (!dram)
+    pl.fail("dram", "no memory named '" + m_dram + "' (this system has: " + p.memory_names() + ")");
+  const std::string wmem = pl.get_string("weight_memory", pick(p, {"weight_sram", "sram"}),
+                                         "on-chip memory of the weight tile buffers");
+  const std::string kvmem = pl.get_string("kv_memory", pick(p, {"kv_edram", "sram"}), "on-chip memory of the KV cache");
+  const std::string amem = pl.get_string("act_memory", pick(p, {"act_edram", "sram"}), "on-chip memory of activations");
+  for (const auto& [key, name] : {std::pair<const char*, std::string>{"weight_memory", wmem},
+                                  {"kv_memory", kvmem}, {"act_memory", amem}})
+    if (!p.memory(name)) pl.fail(key, "no memory named '" + name + "' (this system has: " + p.memory_names() + ")");
+
+  // On-chip carve-up: memories shared by several roles (the SRAM baselines' one SRAM) are split
+  // in order weights, activations, KV.
+  std::map<std::string, std::uint64_t> used;
+  auto take = [&](const std::string& mem, std::uint64_t bytes) {
+    region r{mem, p.interconnect().base_of(mem) + used[mem], bytes, true};
+    used[mem] += align(bytes);
+    return r;
+  };
+  const std::uint64_t wcap = p.memory(wmem)->capacity_bytes();
+  const bool shared_w = wmem == kvmem || wmem == amem;
+  const std::uint64_t wbuf = pl.get_uint("weight_buffer_KiB", (shared_w ? wcap / 2 : wcap) / 1024,
+                                         "bytes of the weight SRAM used for the two tile buffers, KiB", 2) * 1024;
+  if (wbuf > wcap) pl.fail("weight_buffer_KiB", "larger than " + wmem + " (" + std::to_string(wcap / 1024) + " KiB)");
+  m_weight_buf[0] = take(wmem, wbuf / 2);
+  m_weight_buf[1] = take(wmem, wbuf / 2);
+
+  const std::uint64_t acap = p.memory(amem)->capacity_bytes() - used[amem];
+  const bool shared_a = amem == kvmem;
+  const std::uint64_t abytes = pl.get_uint("act_arena_KiB", (shared_a ? std::min<std::uint64_t>(acap, 256 * 1024) : acap) / 1024,
+                                           "bytes of the activation memory used for activations, KiB", 1) * 1024;
+  if (abytes > acap) pl.fail("act_arena_KiB", "larger than what is left of " + amem + " (" + std::to_string(acap / 1024) + " KiB)");
+  m_arena = take(amem, abytes);
+
+  // Weights in DRAM.
+  std::uint64_t d = p.interconnect().base_of(m_dram);
+  const std::uint64_t c = m.hidden, q = std::uint64_t(m.heads) * m.head_dim, kv = std::uint64_t(m.kv_heads) * m.head_dim;
+  const bool gated = m.ffn_type == ffn_kind::gated_silu;
+  for (unsigned l = 0; l < m.layers; ++l) {
+    layer_weights w;
+    w.q = d, d += align(c * q);
+    w.k = d, d += align(c * kv);
+    w.v = d, d += align(c * kv);
+    w.o = d, d += align(q * c);
+    w.gate = gated ? d : 0, d += gated ? align(c * m.ffn) : 0;
+    w.up = d, d += align(c * m.ffn);
+    w.down = d, d += align(std::uint64_t(m.ffn) * c);
+    m_weights.push_back(w);
+  }
+  m_lm_head = d, d += align(std::uint64_t(m.vocab) * c);
+  d += m.tied_embeddings ? 0 : align(std::uint64_t(m.vocab) * c);  // the embedding table
+
+  // KV cache.
+  const std::uint64_t half = std::uint64_t(batch) * max_tokens * kv * model_shape::act_bytes;  // K or V of a layer
+  const std::uint64_t kvcap = p.memory(kvmem)->capacity_bytes() - used[kvmem];
+  pl.get_choice("kv_placement", "first_layers", {"first_layers"});
+  m_kv_on_chip = static_cast<unsigned>(std::min<std::uint64_t>(m.layers, kvcap / align(2 * half)));
+  for (unsigned l = 0; l < m.layers; ++l) {
+    kv_layer k;
+    if (l < m_kv_on_chip) {
+      k.k = take(kvmem, half);
+      k.v = take(kvmem, half);
+    } else {
+      k.k = region{m_dram, d, half, false}, d += align(half);
+      k.v = region{m_dram, d, half, false}, d += align(half);
+    }
+    m_kv.push_back(k);
+  }
+
+  // DRAM spill area for activations: what is left of DRAM.
+  const std::uint64_t dram_end = p.interconnect().base_of(m_dram) + dram->capacity_bytes();
+  m_dram_used = d - p.interconnect().base_of(m_dram);
+  if (d >= dram_end)
+    throw config_error("workload.model: " + m.name + " does not fit in " + m_dram + ": weights and KV need " +
+                       std::to_string(m_dram_used >> 20) + " MiB of its " + std::to_string(dram->capacity_bytes() >> 20) +
+                       " MiB (reduce workload.batch, context_len or decode_len, or choose a smaller model)");
+  m_spill = region{m_dram, d, dram_end - d, false};
+}
+
+region memory_plan::alloc(std::uint64_t bytes) {
+  if (m_arena_used + bytes <= m_arena.bytes) {
+    region r{m_arena.memory, m_arena.addr + m_arena_used, bytes, true};
+    m_arena_used += align(bytes, 64);
+    return r;
+  }
+  if (m_spill_used + bytes > m_spill.bytes)
+    throw std::runtime_error("the activations do not fit in DRAM either (" + std::to_string(bytes) + " B)");
+  region r{m_spill.memory, m_spill.addr + m_spill_used, bytes, false};
+  m_spill_used += align(bytes, 64);
+  return r;
+}
+
+std::string memory_plan::describe() const {
+  std::ostringstream o;
+  o << "weight tile buffers 2 x " << (m_weight_buf[0].bytes >> 10) << " KiB in " << m_weight_buf[0].memory
+    << "; KV of " << m_kv_on_chip << " of " << m_kv.size() << " layers on chip";
+  if (!m_kv.empty()) o << " (" << (m_kv[0].k.bytes * 2 >> 10) << " KiB per layer)";
+  o << "; activation arena " << (m_arena.bytes >> 10) << " KiB in " << m_arena.memory;
+  return o.str();
+}
+
+}  // namespace kelle

@@ -1,0 +1,76 @@
+// Where the firmware puts weights, KV cache and activations (docs/firmware.md, "Placement").
+//
+// - Weights: all of them in DRAM, each layer's matrices back to back, stored tile-major so a
+//   tile is contiguous; the LM head after the last layer.
+// - Weight staging: two tile buffers (double buffering) that split the weight SRAM (`sram` on
+//   the SRAM baselines: its weight share, `placement.weight_buffer_KiB`).
+// - KV cache: per layer, batch x max_tokens x kv_bytes_per_token_layer. Policy `first_layers`:
+//   the KV memory holds the KV of as many whole layers as fit, layers 0, 1, ... in order; the
+//   other layers' KV lives in DRAM and the attention reads it from there.
+// - Activations: an arena in the activation memory; a buffer that does not fit spills to DRAM.
+#pragma once
+
+#include "firmware/workload/model_zoo.h"
+#include "platform/system/workload.h"
+
+#include <string>
+#include <vector>
+
+namespace kelle {
+
+struct region {
+  std::string memory;        // instance name
+  std::uint64_t addr = 0;    // global address
+  std::uint64_t bytes = 0;
+  bool on_chip = false;
+};
+
+class memory_plan {
+ public:
+  // `placement` is workload.placement. Throws config_error when the model does not fit.
+  memory_plan(const model_shape& m, unsigned batch, std::uint64_t max_tokens, platform_view& p,
+              const config_node& placement);
+
+  struct layer_weights {
+    std::uint64_t q, k, v, o, gate, up, down;  // DRAM addresses (gate unused without gating)
+  };
+  const layer_weights& weights(unsigned layer) const { return m_weights[layer]; }
+  std::uint64_t lm_head() const { return m_lm_head; }
+  const region& weight_buffer(unsigned i) const { return m_weight_buf[i]; }
+  std::uint64_t weight_buffer_bytes() const { return m_weight_buf[0].bytes; }
+
+  struct kv_layer {
+    region k, v;  // K then V of every sequence: batch x max_tokens x kv_heads x head_dim
+  };
+  const kv_layer& kv(unsigned layer) const { return m_kv[layer]; }
+  unsigned kv_layers_on_chip() const { return m_kv_on_chip; }
+
+  // Activation buffers: `alloc` takes from the arena (or DRAM when it is full); `release`
+  // frees everything allocated after `mark()`.
+  struct arena_mark {
+    std::uint64_t arena, spill;
+  };
+  region alloc(std::uint64_t bytes);
+  arena_mark mark() const { return {m_arena_used, m_spill_used}; }
+  void release(const arena_mark& m) { m_arena_used = m.arena; m_spill_used = m.spill; }
+  std::uint64_t arena_free() const { return m_arena.bytes - m_arena_used; }
+  const region& arena() const { return m_arena; }
+  const std::string& dram() const { return m_dram; }
+  std::uint64_t dram_bytes_used() const { return m_dram_used; }
+  std::string describe() const;
+
+ private:
+  std::string m_dram;
+  std::vector<layer_weights> m_weights;
+  std::uint64_t m_lm_head = 0;
+  region m_weight_buf[2];
+  std::vector<kv_layer> m_kv;
+  unsigned m_kv_on_chip = 0;
+  region m_arena;
+  std::uint64_t m_arena_used = 0;
+  region m_spill;                 // DRAM area for activations that do not fit on chip
+  std::uint64_t m_spill_used = 0;
+  std::uint64_t m_dram_used = 0;
+};
+
+}  // namespace kelle

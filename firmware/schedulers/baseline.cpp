@@ -14,7 +14,7 @@ class baseline : public scheduler {
     const model_shape& m = ops.model();
     const auto& w = ops.plan().weights(l);
     const std::uint64_t rows = std::uint64_t(p.batch) * p.rows, C = m.hidden, ab = model_shape::act_bytes;
-    const std::uint64_t Q = std::uint64_t(m.heads) * m.head_dim, KV = std::uint64_t(m.kv_heads) * m.head_dim;
+    const std::uint64_t Q = std::uint64_t(m.heads) * m.head_dim;
     driver& d = ops.drv();
     const auto mark = ops.plan().mark();
     const opcode norm = m.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm;
@@ -24,9 +24,9 @@ class baseline : public scheduler {
     tensor q = ops.produce("q", rows * Q * ab);
     ops.produced(q, ops.project(xn, w.q, C, Q, q.where, rows));
     d.wait(q.producer);
-    const ticket tk = ops.project(xn, w.k, C, KV, ops.kv_slot(l, false, p), rows);
+    const ticket tk = ops.append_kv(xn, l, false, p);
     d.wait(tk);
-    const ticket tv = ops.project(xn, w.v, C, KV, ops.kv_slot(l, true, p), rows);
+    const ticket tv = ops.append_kv(xn, l, true, p);
     ops.last_use(xn, tv);
     d.wait(tv);
     tensor k_new{ops.kv_slot(l, false, p), tk, -1, "k"};

@@ -23,9 +23,9 @@ class kelle_scheduler : public scheduler {
     tile_load next = ops.prefetch(w.k, C, KV);
     tensor xn = ops.produce("xn", rows * C * ab);
     ops.produced(xn, ops.sfu(norm, x, rows, C, xn.where));
-    const ticket tk = ops.project(xn, w.k, C, KV, ops.kv_slot(l, false, p), rows, next);
+    const ticket tk = ops.append_kv(xn, l, false, p, next);
     next = ops.prefetch(w.v, C, KV);
-    const ticket tv = ops.project(xn, w.v, C, KV, ops.kv_slot(l, true, p), rows, next);
+    const ticket tv = ops.append_kv(xn, l, true, p, next);
     tensor k_new{ops.kv_slot(l, false, p), tk, -1, "k"};
     const ticket rk = ops.sfu(opcode::rope, k_new, rows * m.kv_heads, m.head_dim, k_new.where);
     next = ops.prefetch(w.q, C, Q);

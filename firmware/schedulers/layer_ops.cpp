@@ -41,7 +41,7 @@ tile_load layer_ops::prefetch(std::uint64_t w, std::uint64_t k, std::uint64_t n)
 }
 
 ticket layer_ops::project(const tensor& x, std::uint64_t w, std::uint64_t k, std::uint64_t n, const region& y,
-                          std::uint64_t rows, tile_load first, std::uint32_t extra_rows) {
+                          std::uint64_t rows, tile_load first, std::uint32_t extra_rows, double traffic::*y_kind) {
   const unsigned cols = static_cast<const rsa&>(m_drv.block("rsa")).cols();
   const std::uint64_t tn = tile_cols(m_plan.weight_buffer_bytes(), k, n, cols);
   const std::uint64_t tiles = (n + tn - 1) / tn;
@@ -65,7 +65,7 @@ ticket layer_ops::project(const tensor& x, std::uint64_t w, std::uint64_t k, std
     last = m_drv.submit("rsa", g);
     m_buffer_user[cur.buffer] = last;
     count(x.where, rows * k * model_shape::act_bytes, &traffic::activations);
-    count(y, rows * ni * model_shape::act_bytes, &traffic::activations);
+    count(y, rows * ni * model_shape::act_bytes, y_kind);
     cur = next;
   }
   return last;
@@ -96,6 +96,16 @@ region layer_ops::kv_slot(unsigned layer, bool v, const pass_info& pass) const {
   r.addr = base.addr + pass.kv_offset * per_token * pass.batch;
   r.bytes = pass.batch * pass.rows * per_token;
   return r;
+}
+
+ticket layer_ops::append_kv(const tensor& xn, unsigned layer, bool v, const pass_info& pass, tile_load first) {
+  const auto& w = m_plan.weights(layer);
+  const region slot = kv_slot(layer, v, pass);
+  const std::uint64_t kv = std::uint64_t(m_model.kv_heads) * m_model.head_dim;
+  const ticket t = project(xn, v ? w.v : w.k, m_model.hidden, kv, slot, std::uint64_t(pass.batch) * pass.rows, first,
+                           0, &traffic::kv);
+  m_kv_written += static_cast<double>(slot.bytes);
+  return t;
 }
 
 ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out) {

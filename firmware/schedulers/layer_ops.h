@@ -52,13 +52,19 @@ class layer_ops {
  public:
   layer_ops(driver& drv, memory_plan& plan, const model_shape& m, platform_view& p);
 
+  // DRAM bytes moved, by kind.
+  struct traffic {
+    double weights = 0, kv = 0, activations = 0;
+  };
+
   // --- weights ---------------------------------------------------------------------------
   // Requests the DMA of a projection's first weight tile now (a scheduler that prefetches).
   tile_load prefetch(std::uint64_t w, std::uint64_t k, std::uint64_t n);
   // y = x . W, W (k x n, int8) in DRAM at `w`, streamed through the tile buffers: the next tile
   // loads while the RSA works on the current one. Returns the last GEMM's ticket.
   ticket project(const tensor& x, std::uint64_t w, std::uint64_t k, std::uint64_t n, const region& y,
-                 std::uint64_t rows, tile_load first = {}, std::uint32_t extra_rows = 0);
+                 std::uint64_t rows, tile_load first = {}, std::uint32_t extra_rows = 0,
+                 double traffic::*y_kind = &traffic::activations);
 
   // --- element-wise and normalisation on the SFU -------------------------------------------
   ticket sfu(opcode op, const tensor& in, std::uint64_t rows, std::uint64_t len, const region& out,
@@ -68,8 +74,10 @@ class layer_ops {
   // Scores, softmax and A . V for every sequence and head, in groups of KV heads whose scores
   // fit the activation arena. `q` is (batch x rows) x (heads x head_dim); the result goes to `out`.
   ticket attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out);
-  // Writes the new tokens' K or V (produced by a projection into the cache).
+  // Where the new tokens' K or V go in the cache.
   region kv_slot(unsigned layer, bool v, const pass_info& pass) const;
+  // MM_k or MM_v: projects xn with W_K or W_V straight into the cache slots of the new tokens.
+  ticket append_kv(const tensor& xn, unsigned layer, bool v, const pass_info& pass, tile_load first = {});
 
   // --- activations and lifetimes -------------------------------------------------------------
   tensor produce(const std::string& kind, std::uint64_t bytes);  // allocate; call done() after
@@ -82,10 +90,8 @@ class layer_ops {
   memory_plan& plan() { return m_plan; }
   const model_shape& model() const { return m_model; }
 
-  // DRAM bytes moved, by kind.
-  struct traffic {
-    double weights = 0, kv = 0, activations = 0;
-  };
+  // KV bytes the projections wrote into the cache (wherever it lives).
+  double kv_bytes_written() const { return m_kv_written; }
   const traffic& dram() const { return m_dram_traffic; }
   const std::vector<lifetime_record>& lifetimes() const { return m_lifetimes; }
 
@@ -100,6 +106,7 @@ class layer_ops {
   unsigned m_next_buffer = 0;
   std::array<ticket, 2> m_buffer_user;  // the last GEMM that read each tile buffer
   traffic m_dram_traffic;
+  double m_kv_written = 0;
   std::vector<lifetime_record> m_lifetimes;
 };
 

@@ -53,7 +53,7 @@ struct command {
   std::uint32_t m = 0;       // rows (tokens, or sequences x tokens)
   std::uint32_t k = 0;       // reduction length / row length
   std::uint32_t n = 0;       // output columns
-  std::uint32_t extra = 0;   // per opcode: stacked recompute rows (gemm), heads (evict_select)
+  std::uint32_t extra = 0;   // per opcode: stacked recompute rows (gemm)
   std::uint32_t batch = 0;    // independent products of this shape, operands back to back (0 = 1)
   std::uint64_t addr_a = 0;  // first operand (activations / input vector)
   std::uint64_t addr_b = 0;  // second operand (weights / keys)

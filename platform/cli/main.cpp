@@ -139,7 +139,7 @@ int sc_main(int argc, char* argv[]) {
   op_cmd->add_option("--m", oo.m, "rows M (tokens)");
   op_cmd->add_option("--k", oo.k, "reduction length / row length K");
   op_cmd->add_option("--n", oo.n, "output columns N");
-  op_cmd->add_option("--extra", oo.extra, "stacked recompute rows (gemm) / heads (evictor)");
+  op_cmd->add_option("--extra", oo.extra, "stacked recompute rows (gemm)");
   op_cmd->add_option("--system", oo.system, "built-in system name or system file");
   op_cmd->add_option("-p,--param", oo.overrides, "override a key: key.path=value (repeatable)");
   op_cmd->add_flag("--json", oo.json, "print one JSON object (cycles, utilization, energy_J, ...)");

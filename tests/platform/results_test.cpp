@@ -10,7 +10,7 @@ using namespace kelle;
 namespace {
 
 nlohmann::json run_default(const std::vector<std::string>& overrides) {
-  auto cfg = config::load((std::filesystem::path(scenarios_dir()) / "default.yaml").string(), overrides);
+  auto cfg = config::load((std::filesystem::path(scenarios_dir()) / "microbench" / "dram_stream.yaml").string(), overrides);
   platform p(cfg);
   p.run();
   return p.results();
@@ -18,7 +18,7 @@ nlohmann::json run_default(const std::vector<std::string>& overrides) {
 
 }  // namespace
 
-TEST_CASE("results: the default scenario fills the contract", "[results]") {
+TEST_CASE("results: the DRAM-stream microbenchmark fills the contract", "[results]") {
   const auto r = run_default({"workload.total_bytes=262144"});
   REQUIRE(r.contains("config"));
   CHECK(r["config"]["system"]["name"] == "kelle_edram");

@@ -51,6 +51,7 @@ class llm_workload : public workload {
   std::unique_ptr<layer_ops> m_ops;
   platform_view& m_platform;
   bool m_done = false;
+  bool m_skip_prefill = false;
   bool m_progress;
   double m_prefill_s = 0, m_decode_s = 0;
   std::vector<step_record> m_steps;

@@ -29,6 +29,9 @@ class edram : public banked_array {
   void set_refresh_interval(std::uint64_t addr, std::uint64_t len, const sc_core::sc_time& interval);
   // Data in [addr, addr+len) is dead: it is no longer refreshed (scope `written`).
   void release(std::uint64_t addr, std::uint64_t len);
+  // Data in [addr, addr+len) is stored from now on, as after a write (for data placed without
+  // simulated writes, e.g. a KV cache assumed filled by a prefill that is not simulated).
+  void mark_live(std::uint64_t addr, std::uint64_t len) { on_write(addr, len); }
 
   const retention_model& retention() const { return m_retention; }
   double refresh_energy_per_bit_J() const { return m_refresh_J_per_bit; }

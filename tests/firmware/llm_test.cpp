@@ -1,0 +1,114 @@
+// The firmware model end to end: conservation of weight and KV bytes, the schedulers, the
+// weight/KV crossover, results and errors.
+#include <catch2/catch.hpp>
+
+#include "firmware/workload/model_zoo.h"
+#include "tests/support/test_initiator.h"
+
+using namespace kelle;
+
+namespace {
+
+// Runs the default system with an llm workload in a child process; returns results.json.
+nlohmann::json llm(std::vector<std::string> overrides) {
+  const std::string out = test::in_child_process([&] {
+    // Larger operand transactions than the system's defaults: same totals, faster runs.
+    std::vector<std::string> o = {"system.compute.rsa.chunk_bytes=262144",
+                                  "system.compute.rsa.weight_buffer_bytes=1048576",
+                                  "system.compute.dma.chunk_bytes=1048576", "workload.progress=false"};
+    o.insert(o.end(), overrides.begin(), overrides.end());
+    auto cfg = config::from_string("system: kelle_edram\nworkload: {type: llm}\n", "llm.yaml", o);
+    platform p(cfg);
+    p.run();
+    auto r = p.results();
+    for (const auto& [name, text] : p.work().extra_files()) r["files"][name] = text;
+    return r.dump();
+  });
+  if (out.rfind("error: ", 0) == 0) throw std::runtime_error(out);
+  return nlohmann::json::parse(out);
+}
+
+}  // namespace
+
+TEST_CASE("llm: every model fetches its whole weights from DRAM once per decode step", "[llm]") {
+  for (const auto& name : models().name_list()) {
+    INFO(name);
+    const auto m = models().create(name);
+    const auto r = llm({"workload.model=" + name, "workload.skip_prefill=true", "workload.context_len=8",
+                        "workload.decode_len=1", "workload.batch=2"});
+    REQUIRE(r.contains("llm"));
+    CHECK(r["traffic_bytes"]["dram_weights"].get<double>() == double(m->weight_bytes_per_pass()));
+    // K and V of the new token of each sequence, every layer.
+    CHECK(r["llm"]["kv_bytes_written"].get<double>() == double(2 * m->layers * m->kv_bytes_per_token_layer()));
+    // The DRAM model saw at least the weight bytes (plus KV and activations).
+    CHECK(r["traffic_bytes"]["dram_total"].get<double>() >= r["traffic_bytes"]["dram_weights"].get<double>());
+  }
+}
+
+TEST_CASE("llm: prefill and decode write the KV of every token the policy stores", "[llm]") {
+  const auto r = llm({"workload.model=llama3.2-3b", "workload.context_len=16", "workload.decode_len=3",
+                      "workload.batch=2"});
+  const auto m = models().create("llama3.2-3b");
+  // full cache: batch x (context + decode) tokens x layers x kv_heads x head_dim x 2 (K, V) x 2 B
+  CHECK(r["llm"]["kv_bytes_written"].get<double>() ==
+        double(2ull * (16 + 3) * m->layers * m->kv_heads * m->head_dim * 2 * 2));
+  CHECK(r["traffic_bytes"]["dram_weights"].get<double>() == double(4 * m->weight_bytes_per_pass()));
+  CHECK(r["latency_s"]["prefill"].get<double>() > 0);
+  CHECK(r["latency_s"]["decode_per_step"].get<double>() ==
+        Approx(r["latency_s"]["decode"].get<double>() / 3));
+  // Energy parts add up; tokens per joule follows from them.
+  double sum = 0;
+  for (const auto& [k, v] : r["energy_J"]["by_component"].items()) sum += v.get<double>();
+  CHECK(sum == Approx(r["energy_J"]["total"].get<double>()));
+  CHECK(r["throughput"]["tokens_per_J"].get<double>() == Approx(6.0 / sum));
+  // steps.csv: a header, the prefill and three decode steps; layers.csv: a row per layer.
+  const std::string steps = r["files"]["steps.csv"];
+  CHECK(std::count(steps.begin(), steps.end(), '\n') == 5);
+  const std::string layers = r["files"]["layers.csv"];
+  CHECK(std::count(layers.begin(), layers.end(), '\n') == 1 + 28);
+}
+
+TEST_CASE("llm: the kelle scheduler shortens activation lifetimes and is not slower", "[llm]") {
+  for (const char* model : {"llama2-7b", "llama3.2-3b"}) {
+    INFO(model);
+    const std::vector<std::string> w = {std::string("workload.model=") + model, "workload.context_len=16",
+                                        "workload.decode_len=2"};
+    auto b = w, k = w;
+    b.push_back("scheduler=baseline");
+    k.push_back("scheduler=kelle");
+    const auto rb = llm(b), rk = llm(k);
+    CHECK(rk["latency_s"]["total"].get<double>() <= rb["latency_s"]["total"].get<double>());
+    CHECK(rk["activation_lifetimes"]["total_s"].get<double>() < rb["activation_lifetimes"]["total_s"].get<double>());
+    CHECK(rk["activation_lifetimes"]["by_kind"]["q"]["mean_s"].get<double>() <
+          rb["activation_lifetimes"]["by_kind"]["q"]["mean_s"].get<double>());
+    // Same work: same weight and KV bytes.
+    CHECK(rk["traffic_bytes"]["dram_weights"] == rb["traffic_bytes"]["dram_weights"]);
+    CHECK(rk["llm"]["kv_bytes_written"] == rb["llm"]["kv_bytes_written"]);
+  }
+}
+
+TEST_CASE("llm: decode is weight-bound at batch 1 and KV-bound at batch 16 past the predicted crossover", "[llm]") {
+  // Per decode step the weights are read once (W bytes) and each sequence's K and V are read
+  // once per layer: B x N x layers x kv_bytes_per_token_layer. They cross at
+  // N* = W / (B x layers x kv_bytes_per_token_layer): 788 tokens for Llama2-7B at batch 16.
+  const auto m = models().create("llama2-7b");
+  const double W = double(m->weight_bytes_per_pass());
+  const double per_token = double(m->layers * m->kv_bytes_per_token_layer());
+  CHECK(W / (16 * per_token) == Approx(788).epsilon(0.01));
+  auto step = [&](unsigned batch, unsigned context) {
+    return llm({"scheduler=baseline", "workload.model=llama2-7b", "workload.skip_prefill=true", "workload.decode_len=1",
+                "workload.batch=" + std::to_string(batch), "workload.context_len=" + std::to_string(context)});
+  };
+  for (const auto& [batch, context] : std::vector<std::pair<unsigned, unsigned>>{{16, 400}, {16, 1000}, {1, 1000}}) {
+    INFO("batch " << batch << ", context " << context);
+    const auto r = step(batch, context);
+    const double kv = r["traffic_bytes"]["dram_kv"].get<double>();
+    const double on_chip = r["llm"]["kv_layers_on_chip"].get<double>();
+    const double off_chip_share = (m->layers - on_chip) / m->layers;
+    // Reads of N = context + 1 tokens and the write of the new one, for the off-chip layers.
+    const double predicted = off_chip_share * batch * (context + 2.0) * per_token;
+    CHECK(kv == Approx(predicted).epsilon(0.001));
+    const bool kv_bound = batch * (context + 1.0) > W / per_token;
+    CHECK((kv > W) == kv_bound);
+  }
+}

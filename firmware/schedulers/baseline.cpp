@@ -47,36 +47,8 @@ class baseline : public scheduler {
     ops.last_use(o, add1);
     x.producer = add1;
 
-    tensor xn2 = ops.produce("xn", rows * C * ab);
-    ops.produced(xn2, ops.sfu(norm, x, rows, C, xn2.where));
-    tensor h = ops.produce("ffn", rows * m.ffn * ab);
-    tensor f_out = ops.produce("o", rows * C * ab);
-    if (m.ffn_type == ffn_kind::gated_silu) {
-      tensor up = ops.produce("ffn", rows * m.ffn * ab);
-      ops.produced(h, ops.project(xn2, w.gate, C, m.ffn, h.where, rows));
-      d.wait(h.producer);
-      ops.produced(up, ops.project(xn2, w.up, C, m.ffn, up.where, rows));
-      ops.last_use(xn2, up.producer);
-      d.wait(up.producer);
-      h.producer = ops.sfu(opcode::silu, h, rows, m.ffn, h.where);
-      const ticket mul = ops.sfu(opcode::mul, h, rows, m.ffn, h.where, &up);
-      ops.last_use(up, mul);
-      h.producer = mul;
-    } else {
-      ops.produced(h, ops.project(xn2, w.up, C, m.ffn, h.where, rows));
-      ops.last_use(xn2, h.producer);
-      d.wait(h.producer);
-      // ReLU (OPT) costs as the SFU's LUT activation; GeLU models use the same path.
-      h.producer = ops.sfu(opcode::gelu, h, rows, m.ffn, h.where);
-    }
-    d.wait(h.producer);
-    ops.produced(f_out, ops.project(h, w.down, m.ffn, C, f_out.where, rows));
-    ops.last_use(h, f_out.producer);
-    d.wait(f_out.producer);
-    const ticket add2 = ops.sfu(opcode::add, x, rows, C, x.where, &f_out);
-    ops.last_use(f_out, add2);
-    x.producer = add2;
-    d.wait(add2);
+    ops.ffn(x, l, rows, /*overlap=*/false);
+    d.wait(x.producer);
     ops.plan().release(mark);
   }
 };

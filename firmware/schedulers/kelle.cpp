@@ -44,40 +44,13 @@ class kelle_scheduler : public scheduler {
     tensor o = ops.produce("o", rows * C * ab);
     ops.produced(o, ops.project(attn, w.o, Q, C, o.where, rows, next));
     ops.last_use(attn, o.producer);
-    const bool gated = m.ffn_type == ffn_kind::gated_silu;
-    next = ops.prefetch(gated ? w.gate : w.up, C, m.ffn);
+    next = ops.prefetch_ffn(l);  // the FFN's weights load while the residual add runs
     const ticket add1 = ops.sfu(opcode::add, x, rows, C, x.where, &o);
     ops.last_use(o, add1);
     x.producer = add1;
-
-    tensor xn2 = ops.produce("xn", rows * C * ab);
-    ops.produced(xn2, ops.sfu(norm, x, rows, C, xn2.where));
-    tensor h = ops.produce("ffn", rows * m.ffn * ab);
-    tensor f_out = ops.produce("o", rows * C * ab);
-    if (gated) {
-      tensor up = ops.produce("ffn", rows * m.ffn * ab);
-      ops.produced(h, ops.project(xn2, w.gate, C, m.ffn, h.where, rows, next));
-      next = ops.prefetch(w.up, C, m.ffn);
-      h.producer = ops.sfu(opcode::silu, h, rows, m.ffn, h.where);
-      ops.produced(up, ops.project(xn2, w.up, C, m.ffn, up.where, rows, next));
-      ops.last_use(xn2, up.producer);
-      next = ops.prefetch(w.down, m.ffn, C);
-      const ticket mul = ops.sfu(opcode::mul, h, rows, m.ffn, h.where, &up);
-      ops.last_use(up, mul);
-      h.producer = mul;
-    } else {
-      ops.produced(h, ops.project(xn2, w.up, C, m.ffn, h.where, rows, next));
-      ops.last_use(xn2, h.producer);
-      next = ops.prefetch(w.down, m.ffn, C);
-      h.producer = ops.sfu(opcode::gelu, h, rows, m.ffn, h.where);
-    }
-    ops.produced(f_out, ops.project(h, w.down, m.ffn, C, f_out.where, rows, next));
-    ops.last_use(h, f_out.producer);
-    const ticket add2 = ops.sfu(opcode::add, x, rows, C, x.where, &f_out);
-    ops.last_use(f_out, add2);
-    x.producer = add2;
+    ops.ffn(x, l, rows, /*overlap=*/true, next);
     // The arena is reused by the next layer: its buffers must be dead by then.
-    ops.drv().wait(add2);
+    ops.drv().wait(x.producer);
     ops.plan().release(mark);
   }
 };

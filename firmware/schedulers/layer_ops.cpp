@@ -167,6 +167,57 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
   return last;
 }
 
+tile_load layer_ops::prefetch_ffn(unsigned layer) {
+  const auto& w = m_plan.weights(layer);
+  return prefetch(m_model.ffn_type == ffn_kind::gated_silu ? w.gate : w.up, m_model.hidden, m_model.ffn);
+}
+
+void layer_ops::ffn(tensor& x, unsigned layer, std::uint64_t rows, bool overlap, tile_load first) {
+  const auto& w = m_plan.weights(layer);
+  const std::uint64_t C = m_model.hidden, F = m_model.ffn, ab = model_shape::act_bytes;
+  const opcode norm = m_model.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm;
+  auto step = [&](const ticket& t) {
+    if (!overlap) m_drv.wait(t);
+  };
+  auto next_weights = [&](std::uint64_t addr, std::uint64_t k, std::uint64_t n) {
+    return overlap ? prefetch(addr, k, n) : tile_load{};
+  };
+  tensor xn = produce("xn", rows * C * ab);
+  produced(xn, sfu(norm, x, rows, C, xn.where));
+  step(xn.producer);
+  tensor h = produce("ffn", rows * F * ab);
+  tensor out = produce("o", rows * C * ab);
+  tile_load next;
+  if (m_model.ffn_type == ffn_kind::gated_silu) {
+    tensor up = produce("ffn", rows * F * ab);
+    produced(h, project(xn, w.gate, C, F, h.where, rows, first));
+    next = next_weights(w.up, C, F);
+    step(h.producer);
+    h.producer = sfu(opcode::silu, h, rows, F, h.where);
+    produced(up, project(xn, w.up, C, F, up.where, rows, next));
+    last_use(xn, up.producer);
+    next = next_weights(w.down, F, C);
+    step(up.producer);
+    const ticket mul = sfu(opcode::mul, h, rows, F, h.where, &up);
+    last_use(up, mul);
+    h.producer = mul;
+  } else {
+    produced(h, project(xn, w.up, C, F, h.where, rows, first));
+    last_use(xn, h.producer);
+    next = next_weights(w.down, F, C);
+    step(h.producer);
+    // ReLU (OPT) is costed as the SFU's LUT activation (GeLU).
+    h.producer = sfu(opcode::gelu, h, rows, F, h.where);
+  }
+  step(h.producer);
+  produced(out, project(h, w.down, F, C, out.where, rows, next));
+  last_use(h, out.producer);
+  step(out.producer);
+  const ticket add = sfu(opcode::add, x, rows, C, x.where, &out);
+  last_use(out, add);
+  x.producer = add;
+}
+
 tensor layer_ops::produce(const std::string& kind, std::uint64_t bytes) {
   tensor t;
   t.where = m_plan.alloc(bytes);

@@ -79,6 +79,15 @@ class layer_ops {
   // MM_k or MM_v: projects xn with W_K or W_V straight into the cache slots of the new tokens.
   ticket append_kv(const tensor& xn, unsigned layer, bool v, const pass_info& pass, tile_load first = {});
 
+  // --- the second half of a layer ---------------------------------------------------------
+  // x += FFN(norm(x)). With `overlap` the next projection's first weight tile is requested
+  // while the current one computes and nothing waits but data dependencies; without it every
+  // operation waits for the previous one and fetches its weights on demand. `first` is an
+  // already requested first tile of the first FFN projection (or none).
+  void ffn(tensor& x, unsigned layer, std::uint64_t rows, bool overlap, tile_load first = {});
+  // The first FFN projection's weights (what a scheduler prefetches before calling ffn()).
+  tile_load prefetch_ffn(unsigned layer);
+
   // --- activations and lifetimes -------------------------------------------------------------
   tensor produce(const std::string& kind, std::uint64_t bytes);  // allocate; call done() after
   void produced(tensor& t, const ticket& producer);               // opens the lifetime

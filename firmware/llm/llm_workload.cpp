@@ -148,6 +148,36 @@ void llm_workload::add_results(nlohmann::json& r) const {
                         {"dram_kv", m_ops->dram().kv},
                         {"dram_activations", m_ops->dram().activations},
                         {"dram_total", dram_total}};
+  // Energy in the paper's categories: compute, on-chip memory access and refresh by role, DRAM
+  // by kind (access and activation energy shared out by the bytes of each kind; background and
+  // refresh power are not attributable), leakage.
+  nlohmann::json cat = nlohmann::json::object();
+  if (r.contains("energy_J")) {
+    const double kinds = m_ops->dram().weights + m_ops->dram().kv + m_ops->dram().activations;
+    auto add = [&](const std::string& k, double j) { cat[k] = cat.value(k, 0.0) + j; };
+    for (const auto& [name, j] : r["energy_J"]["by_component"].items()) {
+      const auto dot = name.rfind('.');
+      const std::string mod = name.substr(0, dot), part = name.substr(dot + 1);
+      const double e = j.get<double>();
+      if (part == "leakage") {
+        add("leakage", e);
+      } else if (mod == m_plan->dram()) {
+        if ((part == "access" || part == "activate") && kinds > 0) {
+          add("dram_weights", e * m_ops->dram().weights / kinds);
+          add("dram_kv", e * m_ops->dram().kv / kinds);
+          add("dram_activations", e * m_ops->dram().activations / kinds);
+        } else {
+          add("dram_background_refresh", e);
+        }
+      } else if (m_platform.memory(mod)) {
+        add(mod + (part == "refresh" ? "_refresh" : "_access"), e);
+      } else {
+        add("compute", e);
+      }
+    }
+  }
+  r["energy_breakdown_J"] = cat;
+
   nlohmann::json life = nlohmann::json::object();
   std::map<std::string, std::tuple<double, double, double>> acc;  // count, total, max
   for (const auto& l : m_ops->lifetimes()) {

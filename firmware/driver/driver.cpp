@@ -6,10 +6,14 @@
 
 namespace kelle {
 
-driver::driver(const char* port_name, platform_view& p) : socket(port_name), m_platform(p) {
-  socket.register_nb_transport_bw(this, &driver::nb_transport_bw);
+driver::driver(const char* port_name, platform_view& p)
+    : m_platform(p), m_port(port_name, [](tlm::tlm_generic_payload& t, const sc_core::sc_time&) {
+        if (t.is_response_error())
+          SC_REPORT_ERROR("firmware", ("a command write was refused: " + t.get_response_string()).c_str());
+        t.release();
+      }) {
   p.interconnect().add_initiator(port_name);
-  socket.bind(p.interconnect().target_socket);
+  m_port.socket.bind(p.interconnect().target_socket);
   for (compute_block* b : p.blocks()) {
     const std::string name = b->basename();
     block_state& s = m_blocks[name];
@@ -62,19 +66,7 @@ ticket driver::submit(const std::string& name, command c) {
   t->set_command(tlm::TLM_WRITE_COMMAND);
   t->set_address(b.base);
   ++b.in_flight;
-  tlm::tlm_phase ph = tlm::BEGIN_REQ;
-  sc_core::sc_time d = sc_core::SC_ZERO_TIME;
-  m_awaiting_end_req = t;
-  const tlm::tlm_sync_enum r = socket->nb_transport_fw(*t, ph, d);
-  if (r == tlm::TLM_ACCEPTED) {
-    if (m_awaiting_end_req) sc_core::wait(m_end_req);
-  } else {
-    m_awaiting_end_req = nullptr;
-    if (r == tlm::TLM_COMPLETED) {
-      if (t->is_response_error()) SC_REPORT_ERROR("firmware", "a command write was refused");
-      t->release();
-    }
-  }
+  m_port.send(*t);
   return ticket{b.block, c.id};
 }
 
@@ -113,23 +105,6 @@ void driver::after(const ticket& t, std::function<void()> action) {
     action();
   else
     m_actions.emplace(t.id, std::move(action));
-}
-
-tlm::tlm_sync_enum driver::nb_transport_bw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph, sc_core::sc_time& d) {
-  if (ph == tlm::END_REQ || ph == tlm::BEGIN_RESP) {
-    if (m_awaiting_end_req == &t) {
-      m_awaiting_end_req = nullptr;
-      m_end_req.notify(d);
-    }
-  }
-  if (ph == tlm::END_REQ) return tlm::TLM_ACCEPTED;
-  if (ph == tlm::BEGIN_RESP) {
-    if (t.is_response_error()) SC_REPORT_ERROR("firmware", ("a command write was refused: " + t.get_response_string()).c_str());
-    t.release();
-    return tlm::TLM_COMPLETED;
-  }
-  SC_REPORT_FATAL("firmware", ("unexpected phase " + std::string(ph.get_name())).c_str());
-  return tlm::TLM_COMPLETED;
 }
 
 }  // namespace kelle

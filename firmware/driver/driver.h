@@ -13,9 +13,8 @@
 
 #include "models/compute/compute_block.h"
 #include "platform/system/workload.h"
+#include "platform/tlm/at_initiator.h"
 #include "platform/tlm/payload_pool.h"
-
-#include <tlm_utils/simple_initiator_socket.h>
 
 #include <functional>
 #include <map>
@@ -32,8 +31,6 @@ struct ticket {
 
 class driver {
  public:
-  tlm_utils::simple_initiator_socket<driver> socket;
-
   // Construct inside the owning module's constructor; binds to the platform's interconnect as
   // initiator `port_name`.
   driver(const char* port_name, platform_view& platform);
@@ -63,7 +60,6 @@ class driver {
     std::size_t in_flight = 0;
   };
   void drain(block_state& b);
-  tlm::tlm_sync_enum nb_transport_bw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph, sc_core::sc_time& d);
 
   platform_view& m_platform;
   std::map<std::string, block_state> m_blocks;
@@ -71,8 +67,8 @@ class driver {
   std::multimap<std::uint32_t, std::function<void()>> m_actions;
   std::uint32_t m_next_id = 1;
   payload_pool m_pool;
-  tlm::tlm_generic_payload* m_awaiting_end_req = nullptr;
-  sc_core::sc_event m_end_req, m_completed;
+  at_initiator m_port;  // posted descriptor writes
+  sc_core::sc_event m_completed;
 };
 
 }  // namespace kelle

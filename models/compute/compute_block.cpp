@@ -55,7 +55,6 @@ struct compute_block::chunk_tag : tlm::tlm_extension<chunk_tag> {
 compute_block::compute_block(const sc_core::sc_module_name& name, const compute_args& a)
     : sc_core::sc_module(name),
       cmd_socket("cmd_socket"),
-      mem_socket("mem_socket"),
       m_stats("stats"),
       m_commands(m_stats.counter("commands", "count", "commands completed")),
       m_errors(m_stats.counter("command_errors", "count", "commands completed with an error status")),
@@ -67,9 +66,9 @@ compute_block::compute_block(const sc_core::sc_module_name& name, const compute_
       m_chunk_bytes(a.params.get_uint("chunk_bytes", 4096,
                                       "bytes per operand transaction (transaction granularity)", 1,
                                       1ull << 30)),
-      m_outstanding(a.params.get_uint("outstanding", 8, "operand requests in flight at most", 1, 1 << 16)) {
+      m_outstanding(a.params.get_uint("outstanding", 8, "operand requests in flight at most", 1, 1 << 16)),
+      m_mem("mem_socket", [this](tlm::tlm_generic_payload& t, const sc_core::sc_time& at) { chunk_done(t, at); }) {
   cmd_socket.register_nb_transport_fw(this, &compute_block::cmd_fw);
-  mem_socket.register_nb_transport_bw(this, &compute_block::mem_bw);
   SC_HAS_PROCESS(compute_block);
   SC_THREAD(worker);
   m_stats.formula("utilization_time", "fraction", "busy cycles / elapsed cycles", [this] {
@@ -78,11 +77,13 @@ compute_block::compute_block(const sc_core::sc_module_name& name, const compute_
   });
 }
 
+void compute_block::bind_operands(router& r) { m_mem.socket.bind(r.target_socket); }
+
 void attach(compute_block& b, router& r, std::uint64_t base) {
   r.add_target(b.basename(), base, sizeof(command));
   r.initiator_socket.bind(b.cmd_socket);
   r.add_initiator(b.basename());
-  b.mem_socket.bind(r.target_socket);
+  b.bind_operands(r);
 }
 
 tlm::tlm_sync_enum compute_block::cmd_fw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph,
@@ -204,17 +205,7 @@ void compute_block::issue(tlm::tlm_command dir, std::uint64_t addr, std::uint64_
   if (!tag) t->set_extension(tag = new chunk_tag);
   tag->index = index;
   ++m_in_flight;
-  tlm::tlm_phase ph = tlm::BEGIN_REQ;
-  sc_core::sc_time d = sc_core::SC_ZERO_TIME;
-  m_awaiting_end_req = t;
-  const tlm::tlm_sync_enum r = mem_socket->nb_transport_fw(*t, ph, d);
-  if (r == tlm::TLM_ACCEPTED) {
-    if (m_awaiting_end_req) sc_core::wait(m_end_req);
-  } else {
-    m_awaiting_end_req = nullptr;
-    if (r == tlm::TLM_COMPLETED || ph == tlm::BEGIN_RESP) chunk_done(*t, sc_core::sc_time_stamp() + d);
-    sc_core::wait(d);
-  }
+  m_mem.send(*t);
 }
 
 cmd_status compute_block::copy(std::uint64_t src, std::uint64_t dst, std::uint64_t len) {
@@ -261,23 +252,6 @@ void compute_block::chunk_done(tlm::tlm_generic_payload& t, const sc_core::sc_ti
   --m_in_flight;
   t.release();
   m_chunk_event.notify(at - sc_core::sc_time_stamp());
-}
-
-tlm::tlm_sync_enum compute_block::mem_bw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph,
-                                         sc_core::sc_time& d) {
-  if (ph == tlm::END_REQ || ph == tlm::BEGIN_RESP) {
-    if (m_awaiting_end_req == &t) {
-      m_awaiting_end_req = nullptr;
-      m_end_req.notify(d);
-    }
-  }
-  if (ph == tlm::END_REQ) return tlm::TLM_ACCEPTED;
-  if (ph == tlm::BEGIN_RESP) {
-    chunk_done(t, sc_core::sc_time_stamp() + d);
-    return tlm::TLM_COMPLETED;
-  }
-  SC_REPORT_FATAL(name(), ("unexpected phase " + std::string(ph.get_name())).c_str());
-  return tlm::TLM_COMPLETED;
 }
 
 }  // namespace kelle

@@ -9,6 +9,7 @@
 #include "platform/config/config.h"
 #include "platform/registry/registry.h"
 #include "platform/stats/stats.h"
+#include "platform/tlm/at_initiator.h"
 #include "platform/tlm/payload_pool.h"
 
 #include <systemc>
@@ -43,7 +44,6 @@ compute_registry& compute_blocks();
 class compute_block : public sc_core::sc_module {
  public:
   tlm_utils::simple_target_socket<compute_block> cmd_socket;     // descriptors in
-  tlm_utils::simple_initiator_socket<compute_block> mem_socket;  // operands in and out
 
   compute_block(const sc_core::sc_module_name& name, const compute_args& args);
 
@@ -56,6 +56,8 @@ class compute_block : public sc_core::sc_module {
 
   // Bytes of operands a, b, c, d that a valid command reads or writes (for placing them).
   virtual std::array<std::uint64_t, 4> operand_bytes(const command& c) const = 0;
+  // Binds the operand initiator to the interconnect (attach() does it).
+  void bind_operands(router& r);
   // Called once every block exists, so a block can find the blocks it works with.
   virtual void connect(platform_view& /*platform*/) {}
   // Figures of the most recent command beyond its completion (RSA: MACs, utilisation, stalls).
@@ -99,7 +101,6 @@ class compute_block : public sc_core::sc_module {
   struct chunk_tag;
 
   tlm::tlm_sync_enum cmd_fw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph, sc_core::sc_time& d);
-  tlm::tlm_sync_enum mem_bw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph, sc_core::sc_time& d);
   void worker();
   void chunk_done(tlm::tlm_generic_payload& t, const sc_core::sc_time& at);
   // Sends one chunk request (BEGIN_REQ, waiting for END_REQ as the protocol requires).
@@ -120,8 +121,8 @@ class compute_block : public sc_core::sc_module {
   std::size_t m_in_flight = 0;
   tlm::tlm_response_status m_transfer_error = tlm::TLM_OK_RESPONSE;
   const std::function<void(std::size_t, const sc_core::sc_time&)>* m_on_chunk = nullptr;
-  tlm::tlm_generic_payload* m_awaiting_end_req = nullptr;
-  sc_core::sc_event m_end_req, m_chunk_event;
+  at_initiator m_mem;  // operands in and out
+  sc_core::sc_event m_chunk_event;
 };
 
 // Places a compute block in the system: command port at `base` and operand initiator on the

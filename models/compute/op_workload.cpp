@@ -43,7 +43,11 @@ opcode op_workload::parse_opcode(const config_node& where, const std::string& ke
 }
 
 op_workload::op_workload(const sc_core::sc_module_name& name, const workload_args& a)
-    : workload(name), socket("socket") {
+    : workload(name), m_port("socket", [this](tlm::tlm_generic_payload& t, const sc_core::sc_time& at) {
+        m_write_status = t.get_response_status();
+        m_answered = true;
+        m_response.notify(at - sc_core::sc_time_stamp());
+      }) {
   const config_node& p = a.params;
   m_cmd.op = parse_opcode(p, "op");
   m_block_name = p.get_string("block", default_block(m_cmd.op), "the compute block to run the command on");
@@ -82,9 +86,8 @@ op_workload::op_workload(const sc_core::sc_module_name& name, const workload_arg
     off += (bytes[i] + 63) / 64 * 64;
   }
 
-  socket.register_nb_transport_bw(this, &op_workload::nb_transport_bw);
   a.platform.interconnect().add_initiator(basename());
-  socket.bind(a.platform.interconnect().target_socket);
+  m_port.socket.bind(a.platform.interconnect().target_socket);
   SC_HAS_PROCESS(op_workload);
   SC_THREAD(run);
 }
@@ -99,15 +102,8 @@ void op_workload::run() {
   t.set_data_length(sizeof buf);
   t.set_streaming_width(sizeof buf);
   t.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
-  tlm::tlm_phase ph = tlm::BEGIN_REQ;
-  sc_core::sc_time d = sc_core::SC_ZERO_TIME;
-  const tlm::tlm_sync_enum r = socket->nb_transport_fw(t, ph, d);
-  if (r == tlm::TLM_COMPLETED || (r == tlm::TLM_UPDATED && ph == tlm::BEGIN_RESP)) {
-    sc_core::wait(d);
-  } else {
-    sc_core::wait(m_response);  // BEGIN_RESP through the interconnect
-  }
-  m_write_status = t.get_response_status();
+  m_port.send(t);
+  while (!m_answered) sc_core::wait(m_response);  // the write's response, through the interconnect
   if (m_write_status != tlm::TLM_OK_RESPONSE) {
     SC_REPORT_ERROR(name(), ("the command write was refused: " + t.get_response_string()).c_str());
     return;
@@ -115,17 +111,6 @@ void op_workload::run() {
   while (!m_block->pop_completion(m_completion)) sc_core::wait(m_block->completion_event());
   m_block_report = m_block->last_command_report();
   m_done = true;
-}
-
-tlm::tlm_sync_enum op_workload::nb_transport_bw(tlm::tlm_generic_payload&, tlm::tlm_phase& ph,
-                                                sc_core::sc_time& d) {
-  if (ph == tlm::END_REQ) return tlm::TLM_ACCEPTED;
-  if (ph == tlm::BEGIN_RESP) {
-    m_response.notify(d);
-    return tlm::TLM_COMPLETED;
-  }
-  SC_REPORT_FATAL(name(), ("unexpected phase " + std::string(ph.get_name())).c_str());
-  return tlm::TLM_COMPLETED;
 }
 
 void op_workload::add_results(nlohmann::json& r) const {

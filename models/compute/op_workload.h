@@ -6,15 +6,12 @@
 
 #include "models/compute/compute_block.h"
 #include "platform/system/workload.h"
-
-#include <tlm_utils/simple_initiator_socket.h>
+#include "platform/tlm/at_initiator.h"
 
 namespace kelle {
 
 class op_workload : public workload {
  public:
-  tlm_utils::simple_initiator_socket<op_workload> socket;
-
   op_workload(const sc_core::sc_module_name& name, const workload_args& args);
   bool finished() const override { return m_done; }
   void add_results(nlohmann::json& results) const override;
@@ -26,7 +23,6 @@ class op_workload : public workload {
 
  private:
   void run();
-  tlm::tlm_sync_enum nb_transport_bw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph, sc_core::sc_time& d);
 
   compute_block* m_block;
   std::string m_block_name;
@@ -37,7 +33,9 @@ class op_workload : public workload {
   tlm::tlm_response_status m_write_status = tlm::TLM_INCOMPLETE_RESPONSE;
   completion m_completion;
   nlohmann::json m_block_report;
+  bool m_answered = false;
   sc_core::sc_event m_response;
+  at_initiator m_port;
 };
 
 }  // namespace kelle

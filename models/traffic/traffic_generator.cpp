@@ -15,7 +15,9 @@ struct traffic_generator::issue_time : tlm::tlm_extension<issue_time> {
 };
 
 traffic_generator::traffic_generator(const sc_core::sc_module_name& name, const workload_args& a)
-    : workload(name), socket("socket"), m_stats("stats") {
+    : workload(name),
+      m_port("socket", [this](tlm::tlm_generic_payload& t, const sc_core::sc_time& at) { complete(t, at); }),
+      m_stats("stats") {
   const config_node& p = a.params;
   m_target = p.require_string("target", "the name of a memory (" + a.platform.memory_names() + ")");
   memory_target* mem = a.platform.memory(m_target);
@@ -41,9 +43,8 @@ traffic_generator::traffic_generator(const sc_core::sc_module_name& name, const 
   m_count = (m_total + m_burst - 1) / m_burst;
   m_base = a.platform.interconnect().base_of(m_target) + offset;
 
-  socket.register_nb_transport_bw(this, &traffic_generator::nb_transport_bw);
   a.platform.interconnect().add_initiator(basename());
-  socket.bind(a.platform.interconnect().target_socket);
+  m_port.socket.bind(a.platform.interconnect().target_socket);
   SC_HAS_PROCESS(traffic_generator);
   SC_THREAD(run);
 
@@ -82,43 +83,8 @@ void traffic_generator::run() {
     ++m_issued;
     ++m_in_flight;
 
-    tlm::tlm_phase ph = tlm::BEGIN_REQ;
-    sc_core::sc_time d = sc_core::SC_ZERO_TIME;
-    m_awaiting_end_req = t;
-    const tlm::tlm_sync_enum r = socket->nb_transport_fw(*t, ph, d);
-    if (r == tlm::TLM_ACCEPTED) {
-      if (m_awaiting_end_req) sc_core::wait(m_end_req);
-    } else if (r == tlm::TLM_UPDATED) {
-      m_awaiting_end_req = nullptr;
-      if (ph == tlm::BEGIN_RESP) complete(*t, sc_core::sc_time_stamp() + d);
-      sc_core::wait(d);
-    } else {  // TLM_COMPLETED (e.g. an address error at the interconnect)
-      m_awaiting_end_req = nullptr;
-      complete(*t, sc_core::sc_time_stamp() + d);
-      sc_core::wait(d);
-    }
+    m_port.send(*t);
   }
-}
-
-tlm::tlm_sync_enum traffic_generator::nb_transport_bw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph,
-                                                      sc_core::sc_time& delay) {
-  if (ph == tlm::END_REQ) {
-    if (m_awaiting_end_req == &t) {
-      m_awaiting_end_req = nullptr;
-      m_end_req.notify(delay);
-    }
-    return tlm::TLM_ACCEPTED;
-  }
-  if (ph == tlm::BEGIN_RESP) {
-    if (m_awaiting_end_req == &t) {  // BEGIN_RESP implies END_REQ
-      m_awaiting_end_req = nullptr;
-      m_end_req.notify(delay);
-    }
-    complete(t, sc_core::sc_time_stamp() + delay);
-    return tlm::TLM_COMPLETED;
-  }
-  SC_REPORT_FATAL(name(), ("unexpected phase " + std::string(ph.get_name())).c_str());
-  return tlm::TLM_COMPLETED;
 }
 
 void traffic_generator::complete(tlm::tlm_generic_payload& t, const sc_core::sc_time& at) {

@@ -8,9 +8,8 @@
 #include "platform/stats/histogram.h"
 #include "platform/stats/stats.h"
 #include "platform/system/workload.h"
+#include "platform/tlm/at_initiator.h"
 #include "platform/tlm/payload_pool.h"
-
-#include <tlm_utils/simple_initiator_socket.h>
 
 #include <random>
 
@@ -18,8 +17,6 @@ namespace kelle {
 
 class traffic_generator : public workload {
  public:
-  tlm_utils::simple_initiator_socket<traffic_generator> socket;
-
   traffic_generator(const sc_core::sc_module_name& name, const workload_args& args);
 
   bool finished() const override { return m_completed == m_count; }
@@ -32,8 +29,6 @@ class traffic_generator : public workload {
 
  private:
   void run();
-  tlm::tlm_sync_enum nb_transport_bw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph,
-                                     sc_core::sc_time& delay);
   void complete(tlm::tlm_generic_payload& t, const sc_core::sc_time& at);
   std::uint64_t next_address();
 
@@ -48,8 +43,8 @@ class traffic_generator : public workload {
 
   std::uint64_t m_issued = 0, m_completed = 0, m_in_flight = 0, m_errors = 0, m_bytes_done = 0;
   sc_core::sc_time m_first_issue, m_last_response;
-  tlm::tlm_generic_payload* m_awaiting_end_req = nullptr;
-  sc_core::sc_event m_end_req, m_response;
+  at_initiator m_port;
+  sc_core::sc_event m_response;
   log_histogram m_latency;
   stat_group m_stats;
 };

@@ -5,16 +5,15 @@
 
 namespace kelle::test {
 
-struct test_initiator::tx {
-  tlm::tlm_generic_payload payload;
-  request* req;
+struct test_initiator::tx : tlm::tlm_generic_payload {
+  request* req = nullptr;
 };
 
 test_initiator::test_initiator(const sc_core::sc_module_name& name, const workload_args& a)
-    : workload(name), socket("socket") {
-  socket.register_nb_transport_bw(this, &test_initiator::nb_transport_bw);
+    : workload(name),
+      m_port("socket", [this](tlm::tlm_generic_payload& t, const sc_core::sc_time& at) { complete(t, at); }) {
   a.platform.interconnect().add_initiator(basename());
-  socket.bind(a.platform.interconnect().target_socket);
+  m_port.socket.bind(a.platform.interconnect().target_socket);
   SC_HAS_PROCESS(test_initiator);
   SC_THREAD(run);
 }
@@ -57,7 +56,7 @@ void test_initiator::run() {
     if (r.issue_at > sc_core::sc_time_stamp()) sc_core::wait(r.issue_at - sc_core::sc_time_stamp());
     auto t = std::make_unique<tx>();
     t->req = &r;
-    tlm::tlm_generic_payload& p = t->payload;
+    tlm::tlm_generic_payload& p = *t;
     p.set_command(r.cmd);
     p.set_address(r.addr);
     if (r.data.size() < r.len) r.data.resize(r.len);
@@ -69,7 +68,7 @@ void test_initiator::run() {
     p.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
     m_tx.push_back(std::move(t));
     if (r.debug) {
-      r.debug_bytes = socket->transport_dbg(p);
+      r.debug_bytes = m_port.socket->transport_dbg(p);
       r.begin_req = r.end_req = r.begin_resp = sc_core::sc_time_stamp();
       r.status = p.get_response_status();
       r.done = true;
@@ -77,47 +76,16 @@ void test_initiator::run() {
     }
 
     r.begin_req = sc_core::sc_time_stamp();
-    tlm::tlm_phase ph = tlm::BEGIN_REQ;
-    sc_core::sc_time d = sc_core::SC_ZERO_TIME;
-    m_awaiting_end_req = &p;
-    const tlm::tlm_sync_enum s = socket->nb_transport_fw(p, ph, d);
-    if (s == tlm::TLM_ACCEPTED) {
-      if (m_awaiting_end_req) sc_core::wait(m_end_req);
-      r.end_req = sc_core::sc_time_stamp();
-    } else {
-      m_awaiting_end_req = nullptr;
-      r.end_req = sc_core::sc_time_stamp() + d;
-      if (s == tlm::TLM_COMPLETED || ph == tlm::BEGIN_RESP) complete(p, sc_core::sc_time_stamp() + d);
-      sc_core::wait(d);
-    }
+    m_port.send(p);
+    r.end_req = sc_core::sc_time_stamp();
   }
-}
-
-tlm::tlm_sync_enum test_initiator::nb_transport_bw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph,
-                                                   sc_core::sc_time& delay) {
-  if (ph == tlm::END_REQ || ph == tlm::BEGIN_RESP) {
-    if (m_awaiting_end_req == &t) {
-      m_awaiting_end_req = nullptr;
-      m_end_req.notify(delay);
-    }
-  }
-  if (ph == tlm::END_REQ) return tlm::TLM_ACCEPTED;
-  if (ph == tlm::BEGIN_RESP) {
-    complete(t, sc_core::sc_time_stamp() + delay);
-    return tlm::TLM_COMPLETED;
-  }
-  SC_REPORT_FATAL(name(), "unexpected phase");
-  return tlm::TLM_COMPLETED;
 }
 
 void test_initiator::complete(tlm::tlm_generic_payload& t, const sc_core::sc_time& at) {
-  for (auto& x : m_tx)
-    if (&x->payload == &t) {
-      x->req->begin_resp = at;
-      x->req->status = t.get_response_status();
-      x->req->done = true;
-      return;
-    }
+  request& r = *static_cast<tx&>(t).req;
+  r.begin_resp = at;
+  r.status = t.get_response_status();
+  r.done = true;
 }
 
 namespace {

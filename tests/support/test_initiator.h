@@ -6,7 +6,7 @@
 #include "platform/system/platform.h"
 #include "platform/system/workload.h"
 
-#include <tlm_utils/simple_initiator_socket.h>
+#include "platform/tlm/at_initiator.h"
 
 #include <functional>
 #include <memory>
@@ -33,7 +33,6 @@ struct request {
 
 class test_initiator : public workload {
  public:
-  tlm_utils::simple_initiator_socket<test_initiator> socket;
   test_initiator(const sc_core::sc_module_name& name, const workload_args& args);
   ~test_initiator() override;
 
@@ -49,14 +48,11 @@ class test_initiator : public workload {
  private:
   struct tx;
   void run();
-  tlm::tlm_sync_enum nb_transport_bw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph,
-                                     sc_core::sc_time& delay);
   void complete(tlm::tlm_generic_payload& t, const sc_core::sc_time& at);
 
   std::vector<std::unique_ptr<request>> m_requests;
   std::vector<std::unique_ptr<tx>> m_tx;
-  tlm::tlm_generic_payload* m_awaiting_end_req = nullptr;
-  sc_core::sc_event m_end_req;
+  at_initiator m_port;
 };
 
 // A platform built from YAML text (the tech file is included from scenarios/) with a

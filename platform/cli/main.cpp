@@ -31,7 +31,8 @@ struct run_options {
   bool quiet = false;
 };
 
-const char* const result_files[] = {"results.json", "report.txt"};
+// Files a run writes (the llm workload adds its CSVs); a folder holding any of them has results.
+const char* const result_files[] = {"results.json", "report.txt", "steps.csv", "layers.csv"};
 
 // Refuses to write into a folder that already holds results, unless forced.
 void prepare_outdir(const run_options& o) {

@@ -52,8 +52,11 @@ llm_workload::~llm_workload() = default;
 
 void llm_workload::progress(const char* phase, unsigned step, unsigned steps) {
   if (!m_progress) return;
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_wall0).count();
-  const double eta = step > 0 ? wall / step * (steps - step) : 0.0;
+  const auto now = std::chrono::steady_clock::now();
+  if (step == 0) m_phase_wall0 = now;
+  const double wall = std::chrono::duration<double>(now - m_wall0).count();
+  const double in_phase = std::chrono::duration<double>(now - m_phase_wall0).count();
+  const double eta = step > 0 ? in_phase / step * (steps - step) : 0.0;
   std::fprintf(stderr, "\r  %s %u/%u   simulated %.4g ms   wall %.1f s   remaining ~%.0f s   ", phase, step, steps,
                sc_core::sc_time_stamp().to_seconds() * 1e3, wall, eta);
   if (step == steps) std::fprintf(stderr, "\n");
@@ -116,6 +119,7 @@ void llm_workload::run() {
     progress("prefill", 1, 1);
   }
   m_prefill_s = sc_core::sc_time_stamp().to_seconds();
+  progress("decode step", 0, static_cast<unsigned>(m_decode));
   for (unsigned s = 0; s < m_decode; ++s) {
     p.prefill = false;
     p.rows = 1;

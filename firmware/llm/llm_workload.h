@@ -56,7 +56,7 @@ class llm_workload : public workload {
   double m_prefill_s = 0, m_decode_s = 0;
   std::vector<step_record> m_steps;
   std::vector<double> m_layer_s;  // simulated time spent in each layer, all passes
-  std::chrono::steady_clock::time_point m_wall0;
+  std::chrono::steady_clock::time_point m_wall0, m_phase_wall0;
   stat_group m_stats;
 };
 

@@ -26,7 +26,7 @@ platform::platform(config& cfg) : m_cfg(cfg) {
   root.get_string("description", "", "what the scenario is for");
   m_seed = root.get_uint("seed", 1, "seed of every random choice in the run");
   const config_node sim = root.child_or_empty("sim");
-  m_time_limit_s = sim.get_double("time_limit_s", 10.0,
+  m_time_limit_s = sim.get_double("time_limit_s", 3600.0,
                                   "simulated seconds after which an unfinished run is an error", 1e-12);
 
   const config_node tech = root.child("tech");

@@ -40,7 +40,7 @@ router::~router() {
   for (route* r : m_free_routes) delete r;
 }
 
-void router::configure_port(port& p, const std::string& name) {
+void router::configure_port(port& p, const std::string& name, const std::string& side) {
   p.name = name;
   p.latency = m_default_latency;
   p.Bps = m_default_Bps;
@@ -54,10 +54,13 @@ void router::configure_port(port& p, const std::string& name) {
                           "bandwidth of this port per direction in GB/s", 1e-6) *
             1e9;
   }
-  p.transactions = &m_stats.counter("transactions_" + name, "count", "transactions through port " + name);
-  p.bytes = &m_stats.counter("bytes_" + name, "B", "data bytes through port " + name);
-  p.wait = &m_stats.counter("wait_time_" + name, "s",
-                            "time transactions waited at port " + name +
+  // A compute block has a target port (its commands) and an initiator port (its operands) of
+  // the same name: statistics say which side, `to_<target>` or `from_<initiator>`.
+  const std::string id = side + "_" + name;
+  p.transactions = &m_stats.counter("transactions_" + id, "count", "transactions through port " + id);
+  p.bytes = &m_stats.counter("bytes_" + id, "B", "data bytes through port " + id);
+  p.wait = &m_stats.counter("wait_time_" + id, "s",
+                            "time transactions waited at port " + id +
                                 " (arbitration, link occupancy, back-pressure)");
 }
 
@@ -66,7 +69,7 @@ void router::add_target(const std::string& name, std::uint64_t base, std::uint64
     if (base < t->base + t->size && t->base < base + size)
       throw config_error("interconnect: address range of '" + name + "' overlaps '" + t->name + "'");
   auto p = std::make_unique<target_port>();
-  configure_port(*p, name);
+  configure_port(*p, name, "to");
   p->base = base;
   p->size = size;
   m_targets.push_back(std::move(p));
@@ -74,7 +77,7 @@ void router::add_target(const std::string& name, std::uint64_t base, std::uint64
 
 void router::add_initiator(const std::string& name) {
   auto p = std::make_unique<initiator_port>();
-  configure_port(*p, name);
+  configure_port(*p, name, "from");
   m_initiators.push_back(std::move(p));
 }
 

@@ -92,7 +92,7 @@ class router : public sc_core::sc_module {
   void target_thread(unsigned ti);
   void initiator_thread(unsigned ii);
   int decode(std::uint64_t addr) const;
-  void configure_port(port& p, const std::string& name);
+  void configure_port(port& p, const std::string& name, const std::string& side);
   void push_response(tlm::tlm_generic_payload& t, const sc_core::sc_time& at);
   route* take_route();
   // Serialises `bytes` on a link that is free from `link_free`; returns when they have passed.

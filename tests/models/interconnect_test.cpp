@@ -44,7 +44,8 @@ TEST_CASE("interconnect: addresses decode to their target, relative to its base"
   CHECK(ti[0].addr == 0x200000 + 16);
   CHECK(stat_of(b, "a", "writes") == 1);
   CHECK(stat_of(b, "b", "writes") == 1);
-  CHECK(stat_of(b, "interconnect", "transactions_b") == 1);
+  CHECK(stat_of(b, "interconnect", "transactions_to_b") == 1);
+  CHECK(stat_of(b, "interconnect", "transactions_from_tester") == 2);  // the debug read is not one
 }
 
 TEST_CASE("interconnect: a crossing pays both ports' latency in each direction", "[interconnect]") {

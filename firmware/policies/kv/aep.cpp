@@ -1,0 +1,20 @@
+// `aep`: attention-based eviction (spec section 3). Per KV head a budget of kv_budget tokens;
+// sinks and the recent window are never evicted; after prefill each head keeps its kv_budget best
+// tokens; in decode each full head evicts its own minimum-score token and the newcomer takes the
+// freed slot.
+#include "firmware/policies/kv/kv_policy.h"
+
+namespace kelle {
+
+KELLE_REGISTER(kv_policies(), "aep", "attention-based eviction: per-head budget, min-score victim",
+               [](const kv_policy_args& a) {
+                 kv_engine_params p;
+                 p.name = "aep";
+                 p.kv_budget = 128;
+                 p.sink_tokens = 10;
+                 p.recent_window = 64;
+                 read_common_params(a.cfg, p, true, true);
+                 return make_kv_engine(a, p);
+               });
+
+}  // namespace kelle

@@ -1,0 +1,124 @@
+// KV-cache policies: which tokens each attention head keeps, in which format, and what that costs
+// (plain C++, no SystemC; the firmware integration is a later step). See docs/policies.md.
+//
+// A policy runs a whole batch: prefill(context_len) once, then decode() once per generated token
+// (one token per sequence). After each pass, report(sequence, layer) gives what timing and energy
+// need for that pass: tokens kept per KV head and in total, tokens stored as x, KV and x bytes
+// stored, evictions, recompute MACs, and the 2DRP split of the stored tokens into high-score and
+// low-score groups. Scores come from an attention_source (pre-softmax logits).
+#pragma once
+
+#include "firmware/workload/attention/attention_source.h"
+#include "firmware/workload/model_zoo.h"
+#include "platform/config/config.h"
+#include "platform/registry/registry.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kelle {
+
+// One pass of one (sequence, layer). Counts are doubles because the subset mode scales them; in
+// exhaustive mode they are whole numbers. A "pair" is one (token, KV head).
+struct kv_layer_report {
+  double kept_pairs = 0;      // pairs kept after the pass, over all KV heads
+  double kept_per_head = 0;   // kept_pairs / kv_heads (mean tokens kept by a head)
+  double x_tokens = 0;        // tokens stored once as their input vector x (AERP)
+  double kv_pairs = 0;        // pairs stored as K and V (kept pairs of tokens not stored as x)
+  double kv_bytes = 0;        // kv_pairs x 2 x head_dim x 2 B
+  double x_bytes = 0;         // x_tokens x hidden x 2 B
+  double evicted_pairs = 0;   // pairs evicted by the pass (prefill: context pairs not kept)
+  double x_converted = 0;     // tokens switched to the x format by the pass
+  double x_freed = 0;         // x tokens evicted by every head in the pass
+  double x_attended = 0;      // x tokens the pass's attention read (their K, V recomputed)
+  double recompute_macs = 0;  // x_attended x hidden x 2 x kv_heads x head_dim (decode only)
+  // 2DRP: a kept pair is high-score when its accumulated score is strictly above the median of
+  // its head's kept set (re-evaluated every pass); an x token is high-score when it is high in
+  // more than half of the heads that keep it.
+  double high_kv_pairs = 0, low_kv_pairs = 0;
+  double high_x_tokens = 0, low_x_tokens = 0;
+  double high_bytes = 0, low_bytes = 0;  // KV and x bytes of each group
+
+  double stored_bytes() const { return kv_bytes + x_bytes; }
+  kv_layer_report& operator+=(const kv_layer_report& o);
+};
+
+class kv_policy {
+ public:
+  virtual ~kv_policy() = default;
+  virtual std::string name() const = 0;
+
+  // Prefill of `context_len` tokens in every sequence (positions 0 .. context_len - 1).
+  virtual void prefill(std::uint64_t context_len) = 0;
+  // One decode step: every sequence appends the token at position tokens().
+  virtual void decode() = 0;
+  // Positions seen so far per sequence (context + decode steps).
+  virtual std::uint64_t tokens() const = 0;
+
+  // The last pass of (sequence, layer). A sequence outside the exact subset reports the exact
+  // sequence that represents it (sequence mod exact_sequences).
+  virtual const kv_layer_report& report(unsigned sequence, unsigned layer) const = 0;
+  virtual unsigned batch() const = 0;
+  virtual unsigned layers() const = 0;
+  // The last pass summed over the batch (one layer) or over the batch and every layer.
+  kv_layer_report layer_total(unsigned layer) const;
+  kv_layer_report total() const;
+
+  // Exact state, for tests and debugging. Tracked = kept with exact bookkeeping (kept(), score()
+  // and stored_as_x() throw std::out_of_range for a sequence, layer or head that is not).
+  virtual bool tracked(unsigned sequence, unsigned kv_head) const = 0;
+  // Positions kept by a tracked head, ascending; throws std::out_of_range for an untracked one.
+  virtual std::vector<std::uint32_t> kept(unsigned sequence, unsigned layer,
+                                          unsigned kv_head) const = 0;
+  // Accumulated score of `position` in a tracked head (throws if the head does not keep it).
+  virtual double score(unsigned sequence, unsigned layer, unsigned kv_head,
+                       std::uint32_t position) const = 0;
+  virtual bool stored_as_x(unsigned sequence, unsigned layer, std::uint32_t position) const = 0;
+};
+
+struct kv_policy_args {
+  config_node cfg;                    // the policy's section (keys in docs/policies.md)
+  model_shape model;                  // layers, heads, kv_heads, head_dim, hidden
+  unsigned batch = 1;                 // sequences
+  const attention_source* source = nullptr;  // must outlive the policy
+};
+
+using kv_policy_registry = registry<kv_policy, const kv_policy_args&>;
+// `full`, `aep`, `aerp`, `streaming`, `h2o`.
+kv_policy_registry& kv_policies();
+
+// ---- The shared engine every registered policy is an instance of ----------------------------
+
+struct kv_engine_params {
+  enum class victim_rule { min_score, oldest };  // which unprotected token a full head evicts
+  enum class score_model { softmax, evictor };   // how a row of logits adds to the scores
+
+  std::string name;
+  std::uint64_t kv_budget = 0;      // N' tokens per KV head (0 = unlimited)
+  std::uint64_t sink_tokens = 10;   // positions < sink_tokens are never evicted
+  std::uint64_t recent_window = 64; // the recent_window tokens before the newest: never evicted
+  victim_rule victim = victim_rule::min_score;
+  score_model scores = score_model::softmax;
+  unsigned score_bits = 4;          // evictor model: register width
+  double score_scale = 0.25;        // evictor model: logit units per level
+  std::uint64_t prefill_queries = 0;  // prefill importance from the last queries only (0 = all)
+  // AERP
+  bool recompute = false;
+  double popularity_threshold = 0.5;
+  bool x_only_if_smaller = true;    // convert only if x is smaller than the K, V it replaces
+  bool decide_when_full = false;    // tokens leaving the window while heads are below budget stay KV
+  // Subset mode (0 = all: exhaustive)
+  unsigned exact_sequences = 0;
+  unsigned exact_layers = 0;
+  unsigned exact_heads = 0;
+};
+
+// Reads the keys every policy shares (kv_budget, sink_tokens, recent_window, score model, subset
+// mode) into `p`, whose fields hold the policy's defaults.
+void read_common_params(const config_node& cfg, kv_engine_params& p, bool has_budget,
+                        bool has_window);
+std::unique_ptr<kv_policy> make_kv_engine(const kv_policy_args& args, const kv_engine_params& p);
+
+}  // namespace kelle

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -30,8 +31,18 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   m_scheduler = schedulers().create(m_scheduler_name);
   m_progress = p.get_bool("progress", true, "show progress on a terminal") && isatty(STDERR_FILENO);
 
-  m_plan = std::make_unique<memory_plan>(m_model, m_batch, m_context + m_decode, a.platform,
-                                         p.child_or_empty("placement"));
+  // KV-cache policy (top-level `policy`) and where its attention scores come from.
+  const config_node pol = a.root->child_or_empty("policy");
+  const std::string kv_name = pol.get_choice("kv", "full", kv_policies().name_list());
+  std::uint64_t kv_tokens = m_context + m_decode;
+  if (kv_name != "full") {
+    // `full` keeps every token: no scores to track (its bookkeeping would cost O(tokens^2)).
+    m_source = make_attention_source(attention_source_args{p.child_or_empty("attention"), m_model.layers, m_model.heads});
+    m_policy = kv_policies().create(kv_name, kv_policy_args{pol, m_model, m_batch, m_source.get()});
+    if (m_policy->budget() > 0)  // the prefill holds the whole context; then at most the budget
+      kv_tokens = std::min(kv_tokens, std::max<std::uint64_t>(m_policy->budget(), m_context));
+  }
+  m_plan = std::make_unique<memory_plan>(m_model, m_batch, kv_tokens, a.platform, p.child_or_empty("placement"));
   m_driver = std::make_unique<driver>("firmware", a.platform);
   m_ops = std::make_unique<layer_ops>(*m_driver, *m_plan, m_model, a.platform);
   m_layer_s.assign(m_model.layers, 0.0);
@@ -97,6 +108,17 @@ void llm_workload::pass(const pass_info& p) {
                                 after.activations - before.activations});
 }
 
+void llm_workload::apply_policy(pass_info& p) {
+  p.kept_tokens.assign(m_model.layers, 0);
+  for (unsigned l = 0; l < m_model.layers; ++l) {
+    const kv_layer_report r = m_policy->layer_total(l);
+    // AERP's recomputation is counted here but not yet issued to the RSA (docs/firmware.md).
+    m_recompute_macs += r.recompute_macs;
+    // Per sequence, rounded up: the commands carry whole tokens.
+    p.kept_tokens[l] = static_cast<std::uint64_t>(std::ceil(r.kept_per_head / m_batch - 1e-9));
+  }
+}
+
 void llm_workload::run() {
   m_wall0 = std::chrono::steady_clock::now();
   pass_info p;
@@ -106,6 +128,7 @@ void llm_workload::run() {
   p.kv_tokens = m_context;
   p.kv_offset = 0;
   if (m_skip_prefill) {
+    if (m_policy) m_policy->prefill(m_context);
     // The context's K and V are in the cache from the start: on-chip arrays hold them.
     for (unsigned l = 0; l < m_model.layers; ++l)
       for (bool v : {false, true}) {
@@ -115,7 +138,8 @@ void llm_workload::run() {
       }
   } else {
     progress("prefill", 0, 1);
-    pass(p);
+    pass(p);  // the prefill attends to the whole context
+    if (m_policy) m_policy->prefill(m_context);
     progress("prefill", 1, 1);
   }
   m_prefill_s = sc_core::sc_time_stamp().to_seconds();
@@ -126,6 +150,10 @@ void llm_workload::run() {
     p.kv_offset = m_context + s;
     p.kv_tokens = m_context + s + 1;
     p.step = s + 1;
+    if (m_policy) {
+      m_policy->decode();  // the new token arrives; heads evict, x tokens are decided
+      apply_policy(p);
+    }
     pass(p);
     progress("decode step", s + 1, static_cast<unsigned>(m_decode));
   }
@@ -199,6 +227,29 @@ void llm_workload::add_results(nlohmann::json& r) const {
     all += t;
   }
   r["activation_lifetimes"] = {{"total_s", all}, {"by_kind", life}};
+  if (m_policy) {
+    const kv_layer_report kv = m_policy->total();
+    r["kv"] = {{"policy", m_policy->name()},
+               {"budget_tokens", m_policy->budget()},
+               {"tokens_kept", kv.kept_pairs / m_model.kv_heads},
+               {"tokens_as_x", kv.x_tokens},
+               {"kv_bytes_stored", kv.kv_bytes},
+               {"x_bytes_stored", kv.x_bytes},
+               {"recompute_macs", m_recompute_macs},
+               {"high_score_bytes", kv.high_bytes},
+               {"low_score_bytes", kv.low_bytes}};
+  } else {  // full: every token of every sequence, in every layer
+    const double tokens = double(m_batch) * double(m_context + m_decode);
+    r["kv"] = {{"policy", "full"},
+               {"budget_tokens", 0},
+               {"tokens_kept", tokens * m_model.layers},
+               {"tokens_as_x", 0},
+               {"kv_bytes_stored", tokens * m_model.layers * double(m_model.kv_bytes_per_token_layer())},
+               {"x_bytes_stored", 0},
+               {"recompute_macs", 0},
+               {"high_score_bytes", nullptr},
+               {"low_score_bytes", nullptr}};
+  }
   r["llm"] = {{"model", m_model.name},
               {"batch", m_batch},
               {"context_len", m_context},

@@ -6,6 +6,8 @@
 #pragma once
 
 #include "firmware/driver/driver.h"
+#include "firmware/policies/kv/kv_policy.h"
+#include "firmware/workload/attention/attention_source.h"
 #include "firmware/schedulers/scheduler.h"
 #include "firmware/workload/memory_plan.h"
 #include "firmware/workload/model_zoo.h"
@@ -39,12 +41,17 @@ class llm_workload : public workload {
   };
   void run();
   void pass(const pass_info& p);
+  // The kept-set sizes of the policy's last pass, per layer.
+  void apply_policy(pass_info& p);
   void progress(const char* phase, unsigned step, unsigned steps);
 
   model_shape m_model;
   unsigned m_batch;
   std::uint64_t m_context, m_decode;
   std::string m_scheduler_name;
+  std::unique_ptr<attention_source> m_source;
+  std::unique_ptr<kv_policy> m_policy;
+  double m_recompute_macs = 0;  // over the run, from the policy's reports
   std::unique_ptr<memory_plan> m_plan;
   std::unique_ptr<driver> m_driver;
   std::unique_ptr<scheduler> m_scheduler;

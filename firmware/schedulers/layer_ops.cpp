@@ -41,7 +41,7 @@ tile_load layer_ops::prefetch(std::uint64_t w, std::uint64_t k, std::uint64_t n)
 }
 
 ticket layer_ops::project(const tensor& x, std::uint64_t w, std::uint64_t k, std::uint64_t n, const region& y,
-                          std::uint64_t rows, tile_load first, std::uint32_t extra_rows, double traffic::*y_kind) {
+                          std::uint64_t rows, tile_load first, double traffic::*y_kind) {
   const unsigned cols = static_cast<const rsa&>(m_drv.block("rsa")).cols();
   const std::uint64_t tn = tile_cols(m_plan.weight_buffer_bytes(), k, n, cols);
   const std::uint64_t tiles = (n + tn - 1) / tn;
@@ -58,7 +58,6 @@ ticket layer_ops::project(const tensor& x, std::uint64_t w, std::uint64_t k, std
     g.m = static_cast<std::uint32_t>(rows);
     g.k = static_cast<std::uint32_t>(k);
     g.n = static_cast<std::uint32_t>(ni);
-    g.extra = extra_rows;
     g.addr_a = x.where.addr;
     g.addr_b = m_plan.weight_buffer(cur.buffer).addr;
     g.addr_c = y.addr + rows * i * tn * model_shape::act_bytes;
@@ -93,7 +92,8 @@ region layer_ops::kv_slot(unsigned layer, bool v, const pass_info& pass) const {
   const region& base = v ? m_plan.kv(layer).v : m_plan.kv(layer).k;
   const std::uint64_t per_token = std::uint64_t(m_model.kv_heads) * m_model.head_dim * model_shape::act_bytes;
   region r = base;
-  r.addr = base.addr + pass.kv_offset * per_token * pass.batch;
+  // A new token takes an evicted slot once the cache is full (policies overwrite in place).
+  r.addr = base.addr + (pass.kv_offset % m_plan.kv_token_slots()) * per_token * pass.batch;
   r.bytes = pass.batch * pass.rows * per_token;
   return r;
 }
@@ -103,13 +103,13 @@ ticket layer_ops::append_kv(const tensor& xn, unsigned layer, bool v, const pass
   const region slot = kv_slot(layer, v, pass);
   const std::uint64_t kv = std::uint64_t(m_model.kv_heads) * m_model.head_dim;
   const ticket t = project(xn, v ? w.v : w.k, m_model.hidden, kv, slot, std::uint64_t(pass.batch) * pass.rows, first,
-                           0, &traffic::kv);
+                           &traffic::kv);
   m_kv_written += static_cast<double>(slot.bytes);
   return t;
 }
 
 ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out) {
-  const std::uint64_t B = pass.batch, T = pass.rows, N = pass.kv_tokens, D = m_model.head_dim;
+  const std::uint64_t B = pass.batch, T = pass.rows, N = pass.attended(layer), D = m_model.head_dim;
   const std::uint64_t kvh = m_model.kv_heads, g = m_model.heads / m_model.kv_heads;
   const std::uint64_t ab = model_shape::act_bytes;
   // KV heads per group: two score buffers (ping-pong) of the group must fit the arena.

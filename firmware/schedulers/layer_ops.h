@@ -25,6 +25,12 @@ struct pass_info {
   std::uint64_t kv_tokens = 1;  // tokens each new token attends to (past and new)
   std::uint64_t kv_offset = 0;  // where the new tokens' K and V go in the cache (token index)
   unsigned step = 0;            // decode step (0 for the prefill)
+  // With a KV policy: per layer, the tokens a head attends to (its kept set, per sequence).
+  // Empty: every token.
+  std::vector<std::uint64_t> kept_tokens;
+  std::uint64_t attended(unsigned layer) const {
+    return kept_tokens.empty() ? kv_tokens : kept_tokens[layer];
+  }
 };
 
 // An activation buffer: where it is, and the command that produced it.
@@ -63,8 +69,7 @@ class layer_ops {
   // y = x . W, W (k x n, int8) in DRAM at `w`, streamed through the tile buffers: the next tile
   // loads while the RSA works on the current one. Returns the last GEMM's ticket.
   ticket project(const tensor& x, std::uint64_t w, std::uint64_t k, std::uint64_t n, const region& y,
-                 std::uint64_t rows, tile_load first = {}, std::uint32_t extra_rows = 0,
-                 double traffic::*y_kind = &traffic::activations);
+                 std::uint64_t rows, tile_load first = {}, double traffic::*y_kind = &traffic::activations);
 
   // --- element-wise and normalisation on the SFU -------------------------------------------
   ticket sfu(opcode op, const tensor& in, std::uint64_t rows, std::uint64_t len, const region& out,

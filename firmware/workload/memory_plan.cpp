@@ -22,7 +22,8 @@ std::string pick(platform_view& p, std::initializer_list<const char*> names) {
 }  // namespace
 
 memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max_tokens, platform_view& p,
-                         const config_node& pl) {
+                         const config_node& pl)
+    : m_kv_tokens(max_tokens) {
   m_dram = pl.get_string("dram", "dram", "memory holding weights and off-chip data");
   memory_target* dram = p.memory(m_dram);
   if (!dram)

@@ -27,8 +27,9 @@ struct region {
 
 class memory_plan {
  public:
-  // `placement` is workload.placement. Throws config_error when the model does not fit.
-  memory_plan(const model_shape& m, unsigned batch, std::uint64_t max_tokens, platform_view& p,
+  // `placement` is workload.placement; `kv_tokens` is what the KV cache holds per sequence (all
+  // tokens, or a KV policy's budget). Throws config_error when the model does not fit.
+  memory_plan(const model_shape& m, unsigned batch, std::uint64_t kv_tokens, platform_view& p,
               const config_node& placement);
 
   struct layer_weights {
@@ -44,6 +45,8 @@ class memory_plan {
   };
   const kv_layer& kv(unsigned layer) const { return m_kv[layer]; }
   unsigned kv_layers_on_chip() const { return m_kv_on_chip; }
+  // Token slots per sequence in each layer's cache (new tokens reuse evicted slots).
+  std::uint64_t kv_token_slots() const { return m_kv_tokens; }
 
   // Activation buffers: `alloc` takes from the arena (or DRAM when it is full); `release`
   // frees everything allocated after `mark()`.
@@ -66,6 +69,7 @@ class memory_plan {
   region m_weight_buf[2];
   std::vector<kv_layer> m_kv;
   unsigned m_kv_on_chip = 0;
+  std::uint64_t m_kv_tokens = 0;
   region m_arena;
   std::uint64_t m_arena_used = 0;
   region m_spill;                 // DRAM area for activations that do not fit on chip

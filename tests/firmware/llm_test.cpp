@@ -127,3 +127,26 @@ TEST_CASE("llm: the worked-example scheduler (prefetch) overlaps but does not re
         k["activation_lifetimes"]["by_kind"]["q"]["mean_s"].get<double>());
   CHECK(p["traffic_bytes"]["dram_weights"] == b["traffic_bytes"]["dram_weights"]);
 }
+
+TEST_CASE("llm: a KV policy bounds the tokens each decode step attends to", "[llm]") {
+  // Decode only, context 256, one step: `full` attends to 257 tokens per head, `aep` with
+  // N' = 128 (its default) to 128; the KV bytes read from DRAM scale with that (plus the new
+  // token's write).
+  auto run = [](const char* kv) {
+    return llm({"workload.model=llama2-7b", "workload.skip_prefill=true", "workload.context_len=256",
+                "workload.decode_len=1", "workload.batch=2", std::string("policy.kv=") + kv,
+                "scheduler=baseline"});
+  };
+  const auto full = run("full"), aep = run("aep");
+  const auto m = models().create("llama2-7b");
+  const double per_token = double(m->layers * m->kv_bytes_per_token_layer());
+  // Neither cache fits on chip at this size.
+  REQUIRE(full["llm"]["kv_layers_on_chip"] == 0);
+  REQUIRE(aep["llm"]["kv_layers_on_chip"] == 0);
+  CHECK(full["traffic_bytes"]["dram_kv"].get<double>() == Approx(2 * (257 + 1) * per_token));
+  CHECK(aep["traffic_bytes"]["dram_kv"].get<double>() == Approx(2 * (128 + 1) * per_token));
+  CHECK(aep["kv"]["policy"] == "aep");
+  CHECK(aep["kv"]["tokens_kept"].get<double>() == Approx(2.0 * 128 * m->layers));
+  CHECK(full["kv"]["tokens_kept"].get<double>() == Approx(2.0 * 257 * m->layers));
+  CHECK(aep["latency_s"]["decode"].get<double>() < full["latency_s"]["decode"].get<double>());
+}

@@ -49,6 +49,8 @@ class kv_policy {
  public:
   virtual ~kv_policy() = default;
   virtual std::string name() const = 0;
+  // Tokens a KV head keeps at most (0: no limit): what the KV cache has to hold per head.
+  virtual std::uint64_t budget() const = 0;
 
   // Prefill of `context_len` tokens in every sequence (positions 0 .. context_len - 1).
   virtual void prefill(std::uint64_t context_len) = 0;

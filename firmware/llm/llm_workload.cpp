@@ -280,7 +280,16 @@ std::string llm_workload::report() const {
                 (m_prefill_s + m_decode_s) * 1e3, r["throughput"]["tokens_per_s"].get<double>(),
                 m_ops->dram().weights / 1e6, m_ops->dram().kv / 1e6, m_ops->dram().activations / 1e6,
                 r["activation_lifetimes"]["total_s"].get<double>() * 1e3);
-  return buf;
+  std::string s = buf;
+  if (m_policy) {
+    std::snprintf(buf, sizeof buf,
+                  "  KV policy          %s, budget %llu tokens per head: %.4g tokens kept, %.4g stored as x, "
+                  "%.4g recompute MACs (counted, not yet simulated)\n",
+                  m_policy->name().c_str(), static_cast<unsigned long long>(m_policy->budget()),
+                  r["kv"]["tokens_kept"].get<double>(), r["kv"]["tokens_as_x"].get<double>(), m_recompute_macs);
+    s += buf;
+  }
+  return s;
 }
 
 std::map<std::string, std::string> llm_workload::extra_files() const {

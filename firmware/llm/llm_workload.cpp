@@ -42,6 +42,11 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
     if (m_policy->budget() > 0)  // the prefill holds the whole context; then at most the budget
       kv_tokens = std::min(kv_tokens, std::max<std::uint64_t>(m_policy->budget(), m_context));
   }
+  const std::string refresh_name = pol.get_choice("refresh", "none", refresh_policies().name_list());
+  m_refresh = refresh_policies().create(refresh_name, pol);
+  if (m_refresh->needs_groups() && !m_policy)
+    pol.fail("refresh", refresh_name + " needs the high/low-score groups of a KV policy that scores tokens "
+                                       "(policy.kv: aep, aerp, streaming or h2o; this scenario has full)");
   m_plan = std::make_unique<memory_plan>(m_model, m_batch, kv_tokens, a.platform, p.child_or_empty("placement"));
   m_driver = std::make_unique<driver>("firmware", a.platform);
   m_ops = std::make_unique<layer_ops>(*m_driver, *m_plan, m_model, a.platform);
@@ -119,6 +124,16 @@ void llm_workload::apply_policy(pass_info& p) {
   }
 }
 
+void llm_workload::apply_refresh() {
+  for (unsigned l = 0; l < m_plan->kv_layers_on_chip(); ++l) {
+    const kv_layer_report r = m_policy ? m_policy->layer_total(l) : kv_layer_report{};
+    for (const region* reg : {&m_plan->kv(l).k, &m_plan->kv(l).v})
+      if (auto* e = dynamic_cast<edram*>(m_platform.memory(reg->memory)))
+        m_refresh->apply(*e, reg->addr - m_platform.interconnect().base_of(reg->memory), reg->bytes,
+                         m_policy ? &r : nullptr);
+  }
+}
+
 void llm_workload::run() {
   m_wall0 = std::chrono::steady_clock::now();
   pass_info p;
@@ -127,8 +142,10 @@ void llm_workload::run() {
   p.rows = m_context;
   p.kv_tokens = m_context;
   p.kv_offset = 0;
+  apply_refresh();  // from the start: the prefill writes KV too (no score groups yet: half and half)
   if (m_skip_prefill) {
     if (m_policy) m_policy->prefill(m_context);
+    apply_refresh();
     // The context's K and V are in the cache from the start: on-chip arrays hold them.
     for (unsigned l = 0; l < m_model.layers; ++l)
       for (bool v : {false, true}) {
@@ -140,6 +157,7 @@ void llm_workload::run() {
     progress("prefill", 0, 1);
     pass(p);  // the prefill attends to the whole context
     if (m_policy) m_policy->prefill(m_context);
+    apply_refresh();
     progress("prefill", 1, 1);
   }
   m_prefill_s = sc_core::sc_time_stamp().to_seconds();
@@ -153,6 +171,7 @@ void llm_workload::run() {
     if (m_policy) {
       m_policy->decode();  // the new token arrives; heads evict, x tokens are decided
       apply_policy(p);
+      apply_refresh();     // the score groups changed
     }
     pass(p);
     progress("decode step", s + 1, static_cast<unsigned>(m_decode));
@@ -250,6 +269,20 @@ void llm_workload::add_results(nlohmann::json& r) const {
                {"high_score_bytes", nullptr},
                {"low_score_bytes", nullptr}};
   }
+  // Refresh of the on-chip KV data.
+  nlohmann::json fail = nullptr, rate = nullptr;
+  if (m_plan->kv_layers_on_chip() > 0) {
+    const region& kv0 = m_plan->kv(0).k;
+    if (auto* e = dynamic_cast<edram*>(m_platform.memory(kv0.memory))) {
+      if (m_refresh->name() != "none") fail = m_refresh->expected_failed_bits(e->retention());
+      if (r.contains("stats") && r["stats"].contains(kv0.memory))
+        rate = r["stats"][kv0.memory]["retention_failure_rate"]["value"];
+    }
+  }
+  r["refresh"] = {{"policy", m_refresh->name()},
+                  {"energy_J", r.contains("energy_J") ? r["energy_J"]["edram_refresh"] : nlohmann::json(nullptr)},
+                  {"expected_failed_bits", fail},
+                  {"avg_failure_rate", rate}};
   r["llm"] = {{"model", m_model.name},
               {"batch", m_batch},
               {"context_len", m_context},

@@ -7,6 +7,7 @@
 
 #include "firmware/driver/driver.h"
 #include "firmware/policies/kv/kv_policy.h"
+#include "firmware/policies/refresh/refresh_policy.h"
 #include "firmware/workload/attention/attention_source.h"
 #include "firmware/schedulers/scheduler.h"
 #include "firmware/workload/memory_plan.h"
@@ -43,6 +44,8 @@ class llm_workload : public workload {
   void pass(const pass_info& p);
   // The kept-set sizes of the policy's last pass, per layer.
   void apply_policy(pass_info& p);
+  // Sets the refresh intervals of the on-chip KV regions held in eDRAM.
+  void apply_refresh();
   void progress(const char* phase, unsigned step, unsigned steps);
 
   model_shape m_model;
@@ -51,6 +54,7 @@ class llm_workload : public workload {
   std::string m_scheduler_name;
   std::unique_ptr<attention_source> m_source;
   std::unique_ptr<kv_policy> m_policy;
+  std::unique_ptr<refresh_policy> m_refresh;
   double m_recompute_macs = 0;  // over the run, from the policy's reports
   std::unique_ptr<memory_plan> m_plan;
   std::unique_ptr<driver> m_driver;

@@ -150,3 +150,36 @@ TEST_CASE("llm: a KV policy bounds the tokens each decode step attends to", "[ll
   CHECK(full["kv"]["tokens_kept"].get<double>() == Approx(2.0 * 257 * m->layers));
   CHECK(aep["latency_s"]["decode"].get<double>() < full["latency_s"]["decode"].get<double>());
 }
+
+TEST_CASE("llm: 2DRP spends less refresh energy than a uniform 45 us refresh, at the paper's failure rate", "[llm]") {
+  auto run = [](std::vector<std::string> extra) {
+    std::vector<std::string> o = {"workload.model=llama2-7b", "workload.context_len=32", "workload.decode_len=2",
+                                  "policy.kv=aep"};
+    o.insert(o.end(), extra.begin(), extra.end());
+    return llm(o);
+  };
+  const auto org = run({"policy.refresh=uniform"});
+  const auto uni = run({"policy.refresh=uniform", "policy.refresh_interval_us=360"});
+  const auto two = run({"policy.refresh=2drp"});
+  REQUIRE(org["llm"]["kv_layers_on_chip"].get<double>() > 0);
+  const double e_org = org["refresh"]["energy_J"].get<double>();
+  const double e_uni = uni["refresh"]["energy_J"].get<double>();
+  const double e_two = two["refresh"]["energy_J"].get<double>();
+  CHECK(e_two < e_uni);
+  CHECK(e_uni < e_org);
+  // The KV refresh scales with 1 / interval: 45 us -> 360 us is 8x less (the activation eDRAM's
+  // refresh, unchanged, is a small part).
+  CHECK(org["energy_J"]["by_component"]["kv_edram.refresh"].get<double>() /
+            uni["energy_J"]["by_component"]["kv_edram.refresh"].get<double>() ==
+        Approx(8).epsilon(0.02));
+  // 45 us: no failures; 2DRP: about the paper's 2e-3 average failure rate.
+  CHECK(org["refresh"]["expected_failed_bits"].get<double>() < 1);
+  CHECK(two["refresh"]["avg_failure_rate"].get<double>() == Approx(2e-3).epsilon(0.2));
+  CHECK(two["refresh"]["expected_failed_bits"].get<double>() > 0);
+}
+
+TEST_CASE("llm: 2DRP without a scoring KV policy is a configuration error", "[llm]") {
+  CHECK_THROWS_WITH(llm({"workload.model=llama2-7b", "workload.context_len=8", "workload.decode_len=1",
+                         "policy.refresh=2drp"}),
+                    Catch::Matchers::Contains("policy.refresh: 2drp needs the high/low-score groups"));
+}

@@ -28,8 +28,6 @@ driver::driver(const char* port_name, platform_view& p)
   }
 }
 
-bool driver::has_block(const std::string& name) const { return m_blocks.count(name) != 0; }
-
 compute_block& driver::block(const std::string& name) const {
   auto it = m_blocks.find(name);
   if (it == m_blocks.end())

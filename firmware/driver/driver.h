@@ -35,7 +35,6 @@ class driver {
   // initiator `port_name`.
   driver(const char* port_name, platform_view& platform);
 
-  bool has_block(const std::string& name) const;
   compute_block& block(const std::string& name) const;
 
   // Submits a command to a block; returns at once (after the descriptor write is accepted),

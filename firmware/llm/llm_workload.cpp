@@ -96,8 +96,7 @@ void llm_workload::pass(const pass_info& p) {
   tensor last{x.where, x.producer, x.lifetime, "x"};
   last.where.addr += (p.rows - 1) * C * ab * p.batch;  // the last rows
   tensor xn = m_ops->produce("xn", std::uint64_t(p.batch) * C * ab);
-  m_ops->produced(xn, m_ops->sfu(m_model.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm, last,
-                                 p.batch, C, xn.where));
+  m_ops->produced(xn, m_ops->sfu(m_ops->norm(), last, p.batch, C, xn.where));
   m_ops->last_use(x, xn.producer);
   tensor logits = m_ops->produce("logits", std::uint64_t(p.batch) * m_model.vocab * ab);
   const ticket lm = m_ops->project(xn, m_plan->lm_head(), C, m_model.vocab, logits.where, p.batch);

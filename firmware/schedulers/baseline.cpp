@@ -13,14 +13,13 @@ class baseline : public scheduler {
   void layer(layer_ops& ops, const pass_info& p, unsigned l, tensor& x) override {
     const model_shape& m = ops.model();
     const auto& w = ops.plan().weights(l);
-    const std::uint64_t rows = std::uint64_t(p.batch) * p.rows, C = m.hidden, ab = model_shape::act_bytes;
-    const std::uint64_t Q = std::uint64_t(m.heads) * m.head_dim;
+    const auto [rows, C, Q, KV] = ops.layer_dims(p);
+    const std::uint64_t ab = model_shape::act_bytes;
     driver& d = ops.drv();
     const auto mark = ops.plan().mark();
-    const opcode norm = m.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm;
 
     tensor xn = ops.produce("xn", rows * C * ab);
-    ops.produced(xn, ops.sfu(norm, x, rows, C, xn.where));
+    ops.produced(xn, ops.sfu(ops.norm(), x, rows, C, xn.where));
     tensor q = ops.produce("q", rows * Q * ab);
     ops.produced(q, ops.project(xn, w.q, C, Q, q.where, rows));
     d.wait(q.producer);

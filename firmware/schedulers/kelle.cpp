@@ -14,18 +14,17 @@ class kelle_scheduler : public scheduler {
   void layer(layer_ops& ops, const pass_info& p, unsigned l, tensor& x) override {
     const model_shape& m = ops.model();
     const auto& w = ops.plan().weights(l);
-    const std::uint64_t rows = std::uint64_t(p.batch) * p.rows, C = m.hidden, ab = model_shape::act_bytes;
-    const std::uint64_t Q = std::uint64_t(m.heads) * m.head_dim, KV = std::uint64_t(m.kv_heads) * m.head_dim;
+    const auto [rows, C, Q, KV] = ops.layer_dims(p);
+    const std::uint64_t ab = model_shape::act_bytes;
     const auto mark = ops.plan().mark();
-    const opcode norm = m.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm;
 
     // Weights of W_K start loading before the norm is even done.
     tile_load next = ops.prefetch(w.k, C, KV);
     tensor xn = ops.produce("xn", rows * C * ab);
-    ops.produced(xn, ops.sfu(norm, x, rows, C, xn.where));
+    ops.produced(xn, ops.sfu(ops.norm(), x, rows, C, xn.where));
     const ticket tk = ops.append_kv(xn, l, false, p, next);
     next = ops.prefetch(w.v, C, KV);
-    const ticket tv = ops.append_kv(xn, l, true, p, next);
+    ops.append_kv(xn, l, true, p, next);  // the RSA runs MM_v before the attention (in order)
     tensor k_new{ops.kv_slot(l, false, p), tk, -1, "k"};
     const ticket rk = ops.sfu(opcode::rope, k_new, rows * m.kv_heads, m.head_dim, k_new.where);
     next = ops.prefetch(w.q, C, Q);
@@ -34,7 +33,6 @@ class kelle_scheduler : public scheduler {
     ops.last_use(xn, q.producer);
     q.producer = ops.sfu(opcode::rope, q, rows * m.heads, m.head_dim, q.where);
     ops.drv().wait(rk);
-    (void)tv;  // the RSA runs MM_v before the attention (in order)
 
     next = ops.prefetch(w.o, Q, C);  // W_O loads while the attention reads K and V
     tensor attn = ops.produce("attn", rows * Q * ab);

@@ -116,7 +116,6 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
   auto scores_bytes = [&](std::uint64_t h) { return B * h * g * T * N * ab; };
   std::uint64_t hg = kvh;
   while (hg > 1 && 2 * scores_bytes(hg) > m_plan.arena_free()) --hg;
-  const auto mark = m_plan.mark();
   tensor buf[2] = {produce("scores", scores_bytes(hg)), produce("scores", scores_bytes(hg))};
   ticket user[2];
   const memory_plan::kv_layer& kv = m_plan.kv(layer);
@@ -161,9 +160,8 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
     user[j % 2] = last;
     s = tensor{s.where, {}, -1, "scores"};
   }
-  // The score buffers are free once the last group is done; the arena is rewound at the end of
-  // the layer by the scheduler (its mark precedes this one).
-  (void)mark;
+  // The score buffers are free once the last group is done; the scheduler rewinds the arena at
+  // the end of the layer.
   return last;
 }
 
@@ -175,7 +173,6 @@ tile_load layer_ops::prefetch_ffn(unsigned layer) {
 void layer_ops::ffn(tensor& x, unsigned layer, std::uint64_t rows, bool overlap, tile_load first) {
   const auto& w = m_plan.weights(layer);
   const std::uint64_t C = m_model.hidden, F = m_model.ffn, ab = model_shape::act_bytes;
-  const opcode norm = m_model.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm;
   auto step = [&](const ticket& t) {
     if (!overlap) m_drv.wait(t);
   };
@@ -183,7 +180,7 @@ void layer_ops::ffn(tensor& x, unsigned layer, std::uint64_t rows, bool overlap,
     return overlap ? prefetch(addr, k, n) : tile_load{};
   };
   tensor xn = produce("xn", rows * C * ab);
-  produced(xn, sfu(norm, x, rows, C, xn.where));
+  produced(xn, sfu(norm(), x, rows, C, xn.where));
   step(xn.producer);
   tensor h = produce("ffn", rows * F * ab);
   tensor out = produce("o", rows * C * ab);

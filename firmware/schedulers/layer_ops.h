@@ -100,6 +100,18 @@ class layer_ops {
   // Waits for `t`'s producer unless it runs on `block` (blocks keep their commands in order).
   void depend(const tensor& t, const std::string& block);
 
+  // The sizes a layer's operations use: rows (batch x new tokens), hidden, query width
+  // (heads x head_dim) and KV width (kv_heads x head_dim).
+  struct dims {
+    std::uint64_t rows, hidden, q, kv;
+  };
+  dims layer_dims(const pass_info& p) const {
+    return {std::uint64_t(p.batch) * p.rows, m_model.hidden, std::uint64_t(m_model.heads) * m_model.head_dim,
+            std::uint64_t(m_model.kv_heads) * m_model.head_dim};
+  }
+  // The model's normalisation as an SFU opcode.
+  opcode norm() const { return m_model.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm; }
+
   driver& drv() { return m_drv; }
   memory_plan& plan() { return m_plan; }
   const model_shape& model() const { return m_model; }

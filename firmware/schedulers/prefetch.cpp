@@ -13,15 +13,14 @@ class prefetch_scheduler : public scheduler {
   void layer(layer_ops& ops, const pass_info& p, unsigned l, tensor& x) override {
     const model_shape& m = ops.model();
     const auto& w = ops.plan().weights(l);
-    const std::uint64_t rows = std::uint64_t(p.batch) * p.rows, C = m.hidden, ab = model_shape::act_bytes;
-    const std::uint64_t Q = std::uint64_t(m.heads) * m.head_dim, KV = std::uint64_t(m.kv_heads) * m.head_dim;
+    const auto [rows, C, Q, KV] = ops.layer_dims(p);
+    const std::uint64_t ab = model_shape::act_bytes;
     const auto mark = ops.plan().mark();  // activation buffers of this layer are freed at its end
 
     // Attention half: norm, q, k, v, RoPE, attention, output projection, residual.
     tile_load next = ops.prefetch(w.q, C, Q);  // W_Q loads while the norm runs
     tensor xn = ops.produce("xn", rows * C * ab);
-    ops.produced(xn, ops.sfu(m.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm, x, rows, C,
-                             xn.where));
+    ops.produced(xn, ops.sfu(ops.norm(), x, rows, C, xn.where));
     tensor q = ops.produce("q", rows * Q * ab);
     ops.produced(q, ops.project(xn, w.q, C, Q, q.where, rows, next));
     next = ops.prefetch(w.k, C, KV);

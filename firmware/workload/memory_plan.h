@@ -57,9 +57,7 @@ class memory_plan {
   arena_mark mark() const { return {m_arena_used, m_spill_used}; }
   void release(const arena_mark& m) { m_arena_used = m.arena; m_spill_used = m.spill; }
   std::uint64_t arena_free() const { return m_arena.bytes - m_arena_used; }
-  const region& arena() const { return m_arena; }
   const std::string& dram() const { return m_dram; }
-  std::uint64_t dram_bytes_used() const { return m_dram_used; }
   std::string describe() const;
 
  private:

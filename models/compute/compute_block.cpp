@@ -133,7 +133,6 @@ void compute_block::worker() {
     }
     const queued q = m_queue.front();
     m_queue.pop_front();
-    m_busy = true;
     completion c;
     c.id = q.cmd.id;
     c.op = q.cmd.op;
@@ -150,7 +149,6 @@ void compute_block::worker() {
       spdlog::warn("[{}] {}: command {} ({}) failed: {}", c.finished.to_string(), name(), c.id,
                    to_string(c.op), to_string(c.status));
     }
-    m_busy = false;
     m_completions.push_back(c);
     m_completion_event.notify(sc_core::SC_ZERO_TIME);
   }

@@ -50,8 +50,6 @@ class compute_block : public sc_core::sc_module {
   // Completions, oldest first; the event fires when one is posted (the block's interrupt).
   bool pop_completion(completion& c);
   const sc_core::sc_event& completion_event() const { return m_completion_event; }
-  // Commands queued or running.
-  std::size_t pending() const { return m_queue.size() + (m_busy ? 1 : 0); }
   std::size_t queue_depth() const { return m_queue_depth; }
 
   // Bytes of operands a, b, c, d that a valid command reads or writes (for placing them).
@@ -111,7 +109,6 @@ class compute_block : public sc_core::sc_module {
   std::uint64_t m_chunk_bytes;
   std::size_t m_outstanding;
   std::deque<queued> m_queue;
-  bool m_busy = false;
   sc_core::sc_event m_work;
   std::deque<completion> m_completions;
   sc_core::sc_event m_completion_event;

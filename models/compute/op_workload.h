@@ -16,7 +16,6 @@ class op_workload : public workload {
   bool finished() const override { return m_done; }
   void add_results(nlohmann::json& results) const override;
   std::string report() const override;
-  const completion& result() const { return m_completion; }
 
   // The opcode of a name (gemm, softmax, ...), or throws config_error via `where`.
   static opcode parse_opcode(const config_node& where, const std::string& key);

@@ -15,20 +15,20 @@ banked_array::banked_array(const sc_core::sc_module_name& name, const memory_arg
                  1e9 / m_banks),
       m_latency(sc_core::sc_time(a.params.get_double(
                                      "access_latency_ns",
-                                     tech_value(a.tech, cell, "access_latency_ns", 0,
+                                     tech_value(a.tech, cell, "access_latency_ns",
                                                 "array access latency in ns"),
                                      "access latency in ns (default: the technology's)", 0.0),
                                  sc_core::SC_NS)),
       m_bank_wait(m_stats.counter("bank_wait_time", "s",
                                   "time accesses waited for a bank busy with earlier accesses")) {
-  const double ref_MiB = tech_value(a.tech, cell, "reference_capacity_MiB", 0,
+  const double ref_MiB = tech_value(a.tech, cell, "reference_capacity_MiB",
                                     "capacity the cell figures are given for, MiB", 1e-9);
   const double scale = capacity_bytes() / (ref_MiB * 1024 * 1024);
-  m_energy_J_per_B = tech_value(a.tech, cell, "access_energy_pJ_per_byte", 0,
+  m_energy_J_per_B = tech_value(a.tech, cell, "access_energy_pJ_per_byte",
                                 "dynamic energy per byte accessed, pJ") * 1e-12;
-  m_leakage_W = tech_value(a.tech, cell, "leakage_mW", 0, "leakage power of the reference array, mW") *
+  m_leakage_W = tech_value(a.tech, cell, "leakage_mW", "leakage power of the reference array, mW") *
                 1e-3 * scale;
-  m_area_mm2 = tech_value(a.tech, cell, "area_mm2", 0, "area of the reference array, mm2") * scale;
+  m_area_mm2 = tech_value(a.tech, cell, "area_mm2", "area of the reference array, mm2") * scale;
   m_bank_free.assign(m_banks, sc_core::SC_ZERO_TIME);
 
   m_stats.formula("area", "mm2", "array area (technology figure scaled by capacity)",

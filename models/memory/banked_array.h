@@ -18,8 +18,6 @@ class banked_array : public memory_target {
 
   double peak_bandwidth_Bps() const override { return m_bank_Bps * m_banks; }
   double area_mm2() const override { return m_area_mm2; }
-  unsigned banks() const { return m_banks; }
-  const sc_core::sc_time& access_latency() const { return m_latency; }
 
  protected:
   sc_core::sc_time service(tlm::tlm_command cmd, std::uint64_t addr, std::uint64_t len,

@@ -17,7 +17,7 @@ memory_registry& memories() {
 }
 
 double tech_value(const config_node& tech, const std::string& section, const std::string& key,
-                  double /*def*/, const std::string& expected, double min) {
+                  const std::string& expected, double min) {
   return tech.child(section).require_double(key, expected, min);
 }
 

@@ -88,6 +88,6 @@ class memory_target : public sc_core::sc_module {
 
 // Reads `<tech_section>.<key>` from the technology description with a unit in the key's name.
 double tech_value(const config_node& tech, const std::string& section, const std::string& key,
-                  double def, const std::string& expected, double min = 0.0);
+                  const std::string& expected, double min = 0.0);
 
 }  // namespace kelle

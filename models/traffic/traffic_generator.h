@@ -24,8 +24,6 @@ class traffic_generator : public workload {
   std::string report() const override;
 
   double bandwidth_GBps() const;
-  const log_histogram& latency() const { return m_latency; }
-  std::uint64_t errors() const { return m_errors; }
 
  private:
   void run();

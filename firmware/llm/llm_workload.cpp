@@ -1,5 +1,7 @@
 #include "firmware/llm/llm_workload.h"
 
+#include "firmware/functional/functional_run.h"
+#include "firmware/llm/pass_trace.h"
 #include "models/interconnect/router.h"
 #include "models/memory/edram/edram.h"
 #include "models/memory/memory_target.h"
@@ -12,6 +14,10 @@
 #include <sstream>
 
 namespace kelle {
+namespace {
+// DRAM weight, KV and activation bytes, KV bytes written and commands (sample_vector()).
+constexpr std::size_t firmware_figures = 5;
+}  // namespace
 
 llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_args& a)
     : workload(name), m_platform(a.platform), m_stats("stats") {
@@ -30,6 +36,16 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   m_scheduler_name = a.root->get_choice("scheduler", "kelle", schedulers().name_list());
   m_scheduler = schedulers().create(m_scheduler_name);
   m_progress = p.get_bool("progress", true, "show progress on a terminal") && isatty(STDERR_FILENO);
+  m_sample_every = static_cast<unsigned>(p.get_uint(
+      "sample_every", 1,
+      "simulate every k-th decode step in detail and extrapolate the others (1: every step)", 1, 1u << 20));
+  // Functional mode: the platform carries real data (docs/functional.md).
+  if (a.root->get_choice("mode", "timing", {"timing", "functional"}) == "functional") {
+    if (m_skip_prefill) p.fail("skip_prefill", "functional mode computes the context's KV: it needs the prefill");
+    if (m_sample_every != 1) p.fail("sample_every", "functional mode simulates every decode step (1)");
+    m_fn = std::make_unique<functional_run>(*a.root, p, m_model, m_batch, m_context, m_decode, a.platform.seed(),
+                                            a.platform);
+  }
 
   // KV-cache policy (top-level `policy`) and where its attention scores come from.
   const config_node pol = a.root->child_or_empty("policy");
@@ -37,8 +53,13 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   std::uint64_t kv_tokens = m_context + m_decode;
   if (kv_name != "full") {
     // `full` keeps every token: no scores to track (its bookkeeping would cost O(tokens^2)).
-    m_source = make_attention_source(attention_source_args{p.child_or_empty("attention"), m_model.layers, m_model.heads});
-    m_policy = kv_policies().create(kv_name, kv_policy_args{pol, m_model, m_batch, m_source.get()});
+    const config_node att = p.child_or_empty("attention");
+    const bool functional_scores = m_fn && att.get_choice("type", "functional", attention_sources().name_list()) == "functional";
+    m_source = functional_scores ? m_fn->make_source()
+                                 : make_attention_source(attention_source_args{att, m_model.layers, m_model.heads});
+    kv_policy_args pa{pol, m_model, m_batch, m_source.get()};
+    pa.deferred_scores = functional_scores;  // the step's scores exist only after its attention
+    m_policy = kv_policies().create(kv_name, pa);
     if (m_policy->budget() > 0)  // the prefill holds the whole context; then at most the budget
       kv_tokens = std::min(kv_tokens, std::max<std::uint64_t>(m_policy->budget(), m_context));
   }
@@ -50,10 +71,19 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   m_plan = std::make_unique<memory_plan>(m_model, m_batch, kv_tokens, a.platform, p.child_or_empty("placement"));
   m_driver = std::make_unique<driver>("firmware", a.platform);
   m_ops = std::make_unique<layer_ops>(*m_driver, *m_plan, m_model, a.platform);
+  if (m_fn) m_fn->connect(*m_driver, *m_plan, *m_ops, m_policy.get(), m_refresh.get());
   m_layer_s.assign(m_model.layers, 0.0);
+  pass_trace::attach(m_model.layers);  // the timeline records only the passes in its range
 
   m_stats.formula("commands", "count", "commands the firmware submitted",
-                  [this] { return static_cast<double>(m_driver->commands_submitted()); });
+                  [this] { return static_cast<double>(m_driver->commands_submitted()) + m_extra_commands; });
+  {
+    std::stringstream names(a.platform.memory_names());
+    for (std::string n; std::getline(names, n, ',');) {
+      n.erase(0, n.find_first_not_of(' '));
+      if (auto* e = dynamic_cast<edram*>(a.platform.memory(n))) m_edrams.push_back(e);
+    }
+  }
   m_stats.formula("dram_weight_bytes", "B", "weight bytes the firmware fetched from DRAM",
                   [this] { return m_ops->dram().weights; });
   m_stats.formula("dram_kv_bytes", "B", "KV bytes read from or written to DRAM",
@@ -80,6 +110,7 @@ void llm_workload::progress(const char* phase, unsigned step, unsigned steps) {
 
 void llm_workload::pass(const pass_info& p) {
   const double t0 = sc_core::sc_time_stamp().to_seconds();
+  pass_trace trace(p, *m_ops);
   const auto before = m_ops->dram();
   const auto mark = m_plan->mark();
   const std::uint64_t rows = std::uint64_t(p.batch) * p.rows, C = m_model.hidden, ab = model_shape::act_bytes;
@@ -87,9 +118,12 @@ void llm_workload::pass(const pass_info& p) {
   // The new tokens' embeddings (one int8 row per token of the table in DRAM).
   tensor x = m_ops->produce("x", rows * C * ab);
   m_ops->produced(x, m_driver->dma(m_plan->lm_head(), x.where.addr, rows * C));
+  if (m_fn) m_fn->begin_pass(p, x);  // functional: the tokens' embeddings land in x
   for (unsigned l = 0; l < m_model.layers; ++l) {
     const double l0 = sc_core::sc_time_stamp().to_seconds();
+    trace.layer_begin(l);
     m_scheduler->layer(*m_ops, p, l, x);
+    trace.layer_end(l);
     m_layer_s[l] += sc_core::sc_time_stamp().to_seconds() - l0;
   }
   // The LM head on the last token of every sequence.
@@ -104,6 +138,8 @@ void llm_workload::pass(const pass_info& p) {
   m_ops->produced(logits, lm);
   m_ops->last_use(logits, lm);  // the host samples the next token from the logits
   m_driver->wait_all();
+  if (m_fn) m_fn->end_pass(p, logits.where.addr);  // functional: read the logits, pick the next tokens
+  trace.end();
   m_plan->release(mark);
 
   const auto& after = m_ops->dram();
@@ -161,22 +197,162 @@ void llm_workload::run() {
   }
   m_prefill_s = sc_core::sc_time_stamp().to_seconds();
   progress("decode step", 0, static_cast<unsigned>(m_decode));
-  for (unsigned s = 0; s < m_decode; ++s) {
+  // Detailed: the first two steps (a slope to extrapolate with from the start), every k-th and
+  // the last.
+  auto detailed = [this](unsigned s) { return s % m_sample_every == 0 || s == 1 || s + 1 == m_decode; };
+  for (unsigned s = 0; s < m_decode;) {
+    if (!detailed(s)) {
+      unsigned end = s + 1;
+      while (end < m_decode && !detailed(end)) ++end;
+      skip_steps(p, s, end);
+      s = end;
+      progress("decode step", s, static_cast<unsigned>(m_decode));
+      continue;
+    }
     p.prefill = false;
     p.rows = 1;
     p.kv_offset = m_context + s;
     p.kv_tokens = m_context + s + 1;
     p.step = s + 1;
-    if (m_policy) {
-      m_policy->decode();  // the new token arrives; heads evict, x tokens are decided
-      apply_policy(p);
-      apply_refresh();     // the score groups changed
-    }
+    decode_step_policy(p);
+    const bool sampling = m_sample_every > 1;
+    const counter_snapshot before = sampling ? snapshot_counters() : counter_snapshot{};
+    const std::vector<double> v0 = sampling ? sample_vector(before) : std::vector<double>{};
+    const double t0 = sc_core::sc_time_stamp().to_seconds();
     pass(p);
-    progress("decode step", s + 1, static_cast<unsigned>(m_decode));
+    if (m_fn && m_policy) {  // functional scores: the policy sees this step's attention now
+      m_policy->observe();
+      apply_refresh();
+    }
+    ++m_detailed_steps;
+    if (sampling) {
+      step_sample smp;
+      smp.x = attended_total(p);
+      smp.dt = sc_core::sc_time_stamp().to_seconds() - t0;
+      smp.v = sample_vector(snapshot_counters());
+      for (std::size_t i = 0; i < smp.v.size(); ++i) smp.v[i] -= i < v0.size() ? v0[i] : 0.0;
+      // Of each eDRAM's refresh in the step, only what transient data (live during the pass
+      // only) cost is extrapolated: the data still live after the pass keeps being refreshed
+      // while the skipped steps' time passes.
+      for (std::size_t i = 0; i < m_edrams.size(); ++i)
+        smp.v[before.stats.size() + firmware_figures + i] -= m_edrams[i]->refresh_rate_Bps() * smp.dt;
+      m_samples.push_back(std::move(smp));
+      if (m_samples.size() > 2) m_samples.erase(m_samples.begin());
+    }
+    ++s;
+    progress("decode step", s, static_cast<unsigned>(m_decode));
   }
   m_decode_s = sc_core::sc_time_stamp().to_seconds() - m_prefill_s;
   m_done = true;
+}
+
+void llm_workload::decode_step_policy(pass_info& p) {
+  if (!m_policy) return;
+  m_policy->decode();  // the new token arrives; heads evict, x tokens are decided
+  apply_policy(p);
+  apply_refresh();     // the score groups changed
+}
+
+double llm_workload::attended_total(const pass_info& p) const {
+  double x = 0;
+  for (unsigned l = 0; l < m_model.layers; ++l) x += static_cast<double>(p.attended(l));
+  return x;
+}
+
+void llm_workload::mark_kv_live(const pass_info& p) {
+  for (unsigned l = 0; l < m_plan->kv_layers_on_chip(); ++l)
+    for (bool v : {false, true}) {
+      const region r = m_ops->kv_slot(l, v, p);
+      if (auto* e = dynamic_cast<edram*>(m_platform.memory(r.memory)))
+        e->mark_live(r.addr - m_platform.interconnect().base_of(r.memory), r.bytes);
+    }
+}
+
+std::vector<double> llm_workload::sample_vector(const counter_snapshot& c) const {
+  std::vector<double> v = c.values;
+  const auto& d = m_ops->dram();
+  v.insert(v.end(), {d.weights, d.kv, d.activations, m_ops->kv_bytes_written(),
+                     static_cast<double>(m_driver->commands_submitted())});
+  for (edram* e : m_edrams) v.push_back(e->refreshed_bytes());
+  v.insert(v.end(), m_layer_s.begin(), m_layer_s.end());
+  const std::size_t base = v.size();
+  v.resize(base + 2 * m_life_kind.size(), 0.0);
+  auto& kinds = const_cast<std::map<std::string, unsigned>&>(m_life_kind);
+  for (const auto& l : m_ops->lifetimes()) {
+    if (l.open) continue;
+    auto it = kinds.find(l.kind);
+    if (it == kinds.end()) {
+      it = kinds.emplace(l.kind, static_cast<unsigned>(kinds.size())).first;
+      v.resize(base + 2 * kinds.size(), 0.0);
+    }
+    v[base + 2 * it->second] += 1;
+    v[base + 2 * it->second + 1] += (l.end - l.start).to_seconds();
+  }
+  return v;
+}
+
+void llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
+  // The last two detailed steps: a (latest) and q (before it).
+  const step_sample* a = m_samples.empty() ? nullptr : &m_samples.back();
+  const step_sample* q = m_samples.size() > 1 ? &m_samples.front() : nullptr;
+  if (!a) throw std::logic_error("sampled decode: no detailed step to extrapolate from");
+  const bool slope = q && a->x != q->x;
+  std::vector<double> amount(a->v.size(), 0.0);
+  double weights = 0;  // sum over the skipped steps of (x_j - x_a) / (x_a - x_q)
+  const double t_skip0 = sc_core::sc_time_stamp().to_seconds();
+  for (unsigned s = first; s < end; ++s) {
+    p.prefill = false;
+    p.rows = 1;
+    p.kv_offset = m_context + s;
+    p.kv_tokens = m_context + s + 1;
+    p.step = s + 1;
+    decode_step_policy(p);
+    const double w = slope ? (attended_total(p) - a->x) / (a->x - q->x) : 0.0;
+    weights += w;
+    const double dt = std::max(0.0, a->dt + (slope ? (a->dt - q->dt) * w : 0.0));
+    const double t0 = sc_core::sc_time_stamp().to_seconds();
+    // The platform idles (time-driven figures accrue); the new token's K and V become live
+    // mid-step, as the layers write them.
+    sc_core::wait(sc_core::sc_time(dt / 2, sc_core::SC_SEC));
+    mark_kv_live(p);
+    sc_core::wait(sc_core::sc_time(dt - dt / 2, sc_core::SC_SEC));
+    step_record r{"decode", p.step, t0, sc_core::sc_time_stamp().to_seconds(), 0, 0, 0, false};
+    m_steps.push_back(r);
+  }
+  const double n = end - first;
+  for (std::size_t i = 0; i < amount.size(); ++i) {
+    const double di = a->v[i], dq = q && i < q->v.size() ? q->v[i] : di;
+    amount[i] = std::max(0.0, n * di + (slope ? (di - dq) * weights : 0.0));
+  }
+  // Split the extrapolated amounts back into what they extrapolate.
+  const counter_snapshot layout = snapshot_counters();
+  const std::size_t nc = layout.stats.size();
+  add_to_counters(layout, std::vector<double>(amount.begin(), amount.begin() + std::min(nc, amount.size())));
+  const double* f = amount.data() + nc;
+  layer_ops::traffic t;
+  t.weights = f[0];
+  t.kv = f[1];
+  t.activations = f[2];
+  m_ops->add_extrapolated(t, f[3]);
+  m_extra_commands += f[4];
+  f += firmware_figures;
+  for (edram* e : m_edrams) e->add_extrapolated_refresh(*f++);
+  for (unsigned l = 0; l < m_model.layers; ++l) m_layer_s[l] += f[l];
+  const double* life = f + m_model.layers;
+  const std::size_t life_base = static_cast<std::size_t>(life - amount.data());
+  for (const auto& [kind, i] : m_life_kind)
+    if (life_base + 2 * i + 1 < amount.size()) {
+      m_extra_life[kind].first += life[2 * i];
+      m_extra_life[kind].second += life[2 * i + 1];
+    }
+  // The skipped steps' rows in steps.csv: their share of the extrapolated traffic by duration.
+  const double span = sc_core::sc_time_stamp().to_seconds() - t_skip0;
+  for (std::size_t i = m_steps.size() - (end - first); i < m_steps.size(); ++i) {
+    const double share = span > 0 ? (m_steps[i].end_s - m_steps[i].start_s) / span : 1.0 / n;
+    m_steps[i].dram_weights = t.weights * share;
+    m_steps[i].dram_kv = t.kv * share;
+    m_steps[i].dram_act = t.activations * share;
+  }
 }
 
 void llm_workload::add_results(nlohmann::json& r) const {
@@ -238,6 +414,10 @@ void llm_workload::add_results(nlohmann::json& r) const {
     t += d;
     mx = std::max(mx, d);
   }
+  for (const auto& [kind, e] : m_extra_life) {  // sampled decode: the steps not simulated
+    std::get<0>(acc[kind]) += e.first;
+    std::get<1>(acc[kind]) += e.second;
+  }
   double all = 0;
   for (const auto& [k, v] : acc) {
     const auto& [n, t, mx] = v;
@@ -287,12 +467,15 @@ void llm_workload::add_results(nlohmann::json& r) const {
               {"context_len", m_context},
               {"decode_len", m_decode},
               {"skip_prefill", m_skip_prefill},
+              {"sample_every", m_sample_every},
+              {"detailed_decode_steps", m_detailed_steps},
               {"kv_bytes_written", m_ops->kv_bytes_written()},
               {"scheduler", m_scheduler_name},
               {"weight_bytes_per_pass", m_model.weight_bytes_per_pass()},
               {"kv_layers_on_chip", m_plan->kv_layers_on_chip()},
               {"placement", m_plan->describe()},
               {"energy_per_token_J", generated > 0 ? energy / generated : 0.0}};
+  if (m_fn) m_fn->add_results(r);  // `quality` and `functional`
 }
 
 std::string llm_workload::report() const {
@@ -313,6 +496,13 @@ std::string llm_workload::report() const {
                 m_ops->dram().weights / 1e6, m_ops->dram().kv / 1e6, m_ops->dram().activations / 1e6,
                 r["activation_lifetimes"]["total_s"].get<double>() * 1e3);
   std::string s = buf;
+  if (m_sample_every > 1) {
+    std::snprintf(buf, sizeof buf,
+                  "  sampled decode     %u of %llu decode steps simulated in detail (every %u-th, the first two and "
+                  "the last); the others extrapolated\n",
+                  m_detailed_steps, static_cast<unsigned long long>(m_decode), m_sample_every);
+    s += buf;
+  }
   if (m_policy) {
     std::snprintf(buf, sizeof buf,
                   "  KV policy          %s, budget %llu tokens per head: %.4g tokens kept, %.4g stored as x, "
@@ -321,15 +511,16 @@ std::string llm_workload::report() const {
                   r["kv"]["tokens_kept"].get<double>(), r["kv"]["tokens_as_x"].get<double>(), m_recompute_macs);
     s += buf;
   }
+  if (m_fn) s += m_fn->report();
   return s;
 }
 
 std::map<std::string, std::string> llm_workload::extra_files() const {
   std::ostringstream steps, layers;
-  steps << "phase,step,start_s,end_s,latency_s,dram_weight_bytes,dram_kv_bytes,dram_activation_bytes\n";
+  steps << "phase,step,start_s,end_s,latency_s,dram_weight_bytes,dram_kv_bytes,dram_activation_bytes,detailed\n";
   for (const auto& s : m_steps)
     steps << s.phase << ',' << s.step << ',' << s.start_s << ',' << s.end_s << ',' << (s.end_s - s.start_s) << ','
-          << s.dram_weights << ',' << s.dram_kv << ',' << s.dram_act << '\n';
+          << s.dram_weights << ',' << s.dram_kv << ',' << s.dram_act << ',' << (s.detailed ? 1 : 0) << '\n';
   layers << "layer,time_s,kv_on_chip\n";
   for (unsigned l = 0; l < m_layer_s.size(); ++l)
     layers << l << ',' << m_layer_s[l] << ',' << (l < m_plan->kv_layers_on_chip() ? 1 : 0) << '\n';

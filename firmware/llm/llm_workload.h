@@ -16,6 +16,7 @@
 #include "platform/system/workload.h"
 
 #include <chrono>
+#include <map>
 #include <memory>
 
 namespace kelle {
@@ -39,9 +40,28 @@ class llm_workload : public workload {
     unsigned step;
     double start_s, end_s;
     double dram_weights, dram_kv, dram_act;
+    bool detailed = true;  // false: extrapolated from detailed steps (sampled decode)
   };
+  // What a detailed decode step added to everything that sampled decode extrapolates: the step's
+  // simulated time, every statistics counter, the firmware's traffic by kind, the KV bytes
+  // written, each layer's time and the activation lifetimes by kind (count, total).
+  struct step_sample {
+    double x = 0;  // the step's cost driver: tokens attended, summed over layers
+    double dt = 0;
+    std::vector<double> v;
+  };
+  std::vector<double> sample_vector(const counter_snapshot& counters) const;
   void run();
   void pass(const pass_info& p);
+  // Sampled decode: the steps after `last` up to (not including) the next detailed one are not
+  // simulated; their cost is extrapolated affinely in the attended tokens from the last two
+  // detailed steps, while the policies still see every step and simulated time advances.
+  void skip_steps(pass_info& p, unsigned first, unsigned end);
+  void decode_step_policy(pass_info& p);
+  // Tokens attended in the pass, summed over layers.
+  double attended_total(const pass_info& p) const;
+  // Marks the new tokens' KV slots live in on-chip eDRAM (steps that are not simulated).
+  void mark_kv_live(const pass_info& p);
   // The kept-set sizes of the policy's last pass, per layer.
   void apply_policy(pass_info& p);
   // Sets the refresh intervals of the on-chip KV regions held in eDRAM.
@@ -60,10 +80,18 @@ class llm_workload : public workload {
   std::unique_ptr<driver> m_driver;
   std::unique_ptr<scheduler> m_scheduler;
   std::unique_ptr<layer_ops> m_ops;
+  std::unique_ptr<class functional_run> m_fn;  // `mode: functional` (docs/functional.md)
   platform_view& m_platform;
   bool m_done = false;
   bool m_skip_prefill = false;
   bool m_progress;
+  unsigned m_sample_every = 1;  // 1: every decode step in detail
+  unsigned m_detailed_steps = 0;
+  std::vector<step_sample> m_samples;         // the last two detailed decode steps
+  std::map<std::string, unsigned> m_life_kind;  // lifetime kind -> index in step_sample::v
+  std::map<std::string, std::pair<double, double>> m_extra_life;  // extrapolated (count, total)
+  double m_extra_commands = 0;                // extrapolated firmware commands
+  std::vector<edram*> m_edrams;               // every eDRAM instance (transient refresh)
   double m_prefill_s = 0, m_decode_s = 0;
   std::vector<step_record> m_steps;
   std::vector<double> m_layer_s;  // simulated time spent in each layer, all passes

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "firmware/driver/driver.h"
+#include "firmware/functional/hooks.h"
 #include "firmware/workload/memory_plan.h"
 #include "firmware/workload/model_zoo.h"
 
@@ -113,12 +114,21 @@ class layer_ops {
   opcode norm() const { return m_model.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm; }
 
   driver& drv() { return m_drv; }
+  // Functional mode: told about every command before it is submitted (nullptr: timing only).
+  void set_functional(functional_hooks* f) { m_fn = f; }
   memory_plan& plan() { return m_plan; }
   const model_shape& model() const { return m_model; }
 
   // KV bytes the projections wrote into the cache (wherever it lives).
   double kv_bytes_written() const { return m_kv_written; }
   const traffic& dram() const { return m_dram_traffic; }
+  // Traffic and KV writes of passes that were not simulated (sampled decode extrapolates them).
+  void add_extrapolated(const traffic& t, double kv_written) {
+    m_dram_traffic.weights += t.weights;
+    m_dram_traffic.kv += t.kv;
+    m_dram_traffic.activations += t.activations;
+    m_kv_written += kv_written;
+  }
   const std::vector<lifetime_record>& lifetimes() const { return m_lifetimes; }
 
  private:
@@ -134,6 +144,7 @@ class layer_ops {
   traffic m_dram_traffic;
   double m_kv_written = 0;
   std::vector<lifetime_record> m_lifetimes;
+  functional_hooks* m_fn = nullptr;
 };
 
 }  // namespace kelle

@@ -82,6 +82,10 @@ void compute_block::bind_operands(router& r) { m_mem.socket.bind(r.target_socket
 void attach(compute_block& b, router& r, std::uint64_t base) {
   r.add_target(b.basename(), base, sizeof(command));
   r.initiator_socket.bind(b.cmd_socket);
+      m_max_chunks(a.params.get_uint("max_transactions_per_operand", 0,
+                                     "transactions an operand transfer takes at most; larger operands move in "
+                                     "larger transactions (0: no bound)",
+                                     0, 1u << 30)),
   r.add_initiator(b.basename());
   b.bind_operands(r);
 }
@@ -158,7 +162,8 @@ cmd_status compute_block::transfer(tlm::tlm_command dir, std::uint64_t addr, std
                                    const std::function<void(std::size_t, const sc_core::sc_time&)>& on_chunk,
                                    const std::function<sc_core::sc_time(std::size_t)>& gate) {
   if (len == 0) return cmd_status::ok;
-  const std::size_t chunks = static_cast<std::size_t>((len + m_chunk_bytes - 1) / m_chunk_bytes);
+  const std::uint64_t cb = chunk_bytes(len);
+  const std::size_t chunks = static_cast<std::size_t>((len + cb - 1) / cb);
   m_transfer_error = tlm::TLM_OK_RESPONSE;
   m_on_chunk = on_chunk ? &on_chunk : nullptr;
   std::size_t issued = 0;
@@ -175,8 +180,8 @@ cmd_status compute_block::transfer(tlm::tlm_command dir, std::uint64_t addr, std
           continue;
         }
       }
-      const std::uint64_t off = static_cast<std::uint64_t>(issued) * m_chunk_bytes;
-      issue(dir, addr + off, std::min(m_chunk_bytes, len - off), issued);
+      const std::uint64_t off = static_cast<std::uint64_t>(issued) * cb;
+      issue(dir, addr + off, std::min(cb, len - off), issued);
       ++issued;
     } else {
       sc_core::wait(m_chunk_event);
@@ -208,7 +213,8 @@ void compute_block::issue(tlm::tlm_command dir, std::uint64_t addr, std::uint64_
 
 cmd_status compute_block::copy(std::uint64_t src, std::uint64_t dst, std::uint64_t len) {
   if (len == 0) return cmd_status::ok;
-  const std::size_t chunks = static_cast<std::size_t>((len + m_chunk_bytes - 1) / m_chunk_bytes);
+  const std::uint64_t cb = chunk_bytes(len);
+  const std::size_t chunks = static_cast<std::size_t>((len + cb - 1) / cb);
   m_transfer_error = tlm::TLM_OK_RESPONSE;
   std::deque<std::size_t> readable;  // chunks read and not yet written
   // Reads carry their chunk index; writes carry chunks + index, so completions tell them apart.
@@ -223,12 +229,12 @@ cmd_status compute_block::copy(std::uint64_t src, std::uint64_t dst, std::uint64
       if (!readable.empty()) {  // writes first: they free the buffer
         const std::size_t i = readable.front();
         readable.pop_front();
-        const std::uint64_t off = static_cast<std::uint64_t>(i) * m_chunk_bytes;
-        issue(tlm::TLM_WRITE_COMMAND, dst + off, std::min(m_chunk_bytes, len - off), chunks + i);
+        const std::uint64_t off = static_cast<std::uint64_t>(i) * cb;
+        issue(tlm::TLM_WRITE_COMMAND, dst + off, std::min(cb, len - off), chunks + i);
         ++writes;
       } else {
-        const std::uint64_t off = static_cast<std::uint64_t>(reads) * m_chunk_bytes;
-        issue(tlm::TLM_READ_COMMAND, src + off, std::min(m_chunk_bytes, len - off), reads);
+        const std::uint64_t off = static_cast<std::uint64_t>(reads) * cb;
+        issue(tlm::TLM_READ_COMMAND, src + off, std::min(cb, len - off), reads);
         ++reads;
       }
     } else {

@@ -82,7 +82,14 @@ class compute_block : public sc_core::sc_module {
   // Copies [src, src + len) to [dst, dst + len) chunk by chunk: each chunk is written as soon as
   // its read has completed, reads and writes sharing the `outstanding` requests in flight.
   cmd_status copy(std::uint64_t src, std::uint64_t dst, std::uint64_t len);
-  std::uint64_t chunk_bytes() const { return m_chunk_bytes; }
+  // Bytes per transaction for an operand of `len` bytes: chunk_bytes, or larger when the
+  // operand would otherwise take more than max_transactions_per_operand transactions (so the
+  // cost of moving an operand in simulation is bounded, whatever its size).
+  std::uint64_t chunk_bytes(std::uint64_t len) const {
+    if (m_max_chunks == 0 || len <= m_chunk_bytes * m_max_chunks) return m_chunk_bytes;
+    const std::uint64_t c = (len + m_max_chunks - 1) / m_max_chunks;
+    return (c + 63) / 64 * 64;  // whole 64-byte bursts
+  }
 
   stat_group m_stats;
   stat& m_commands;
@@ -120,6 +127,7 @@ class compute_block : public sc_core::sc_module {
   const std::function<void(std::size_t, const sc_core::sc_time&)>* m_on_chunk = nullptr;
   at_initiator m_mem;  // operands in and out
   sc_core::sc_event m_chunk_event;
+  std::uint64_t m_max_chunks;  // 0: no bound
 };
 
 // Places a compute block in the system: command port at `base` and operand initiator on the

@@ -16,4 +16,19 @@ std::vector<const stat_group*> collect_stat_groups() {
   return out;
 }
 
+counter_snapshot snapshot_counters() {
+  counter_snapshot s;
+  for (const stat_group* g : collect_stat_groups())
+    for (stat& st : const_cast<stat_group*>(g)->all())
+      if (st.is_counter()) {
+        s.stats.push_back(&st);
+        s.values.push_back(st.value());
+      }
+  return s;
+}
+
+void add_to_counters(const counter_snapshot& layout, const std::vector<double>& amounts) {
+  for (std::size_t i = 0; i < layout.stats.size() && i < amounts.size(); ++i) *layout.stats[i] += amounts[i];
+}
+
 }  // namespace kelle

@@ -38,6 +38,7 @@ class stat {
   const std::string& unit() const { return m_unit; }
   const std::string& description() const { return m_description; }
   bool energy_part() const { return m_energy_part; }
+  bool is_counter() const { return !m_formula; }
 
  private:
   std::string m_name;
@@ -68,6 +69,7 @@ class stat_group : public sc_core::sc_object {
   }
 
   const std::deque<stat>& all() const { return m_stats; }
+  std::deque<stat>& all() { return m_stats; }
   // The hierarchical name of the module the statistics belong to.
   std::string owner() const {
     const sc_core::sc_object* p = get_parent_object();
@@ -80,6 +82,19 @@ class stat_group : public sc_core::sc_object {
 
 // Every stat_group below the top-level objects, in hierarchy order.
 std::vector<const stat_group*> collect_stat_groups();
+
+// The values of every counter (statistics without a formula) of every stat_group at one moment.
+// Counters count activity (accesses, bytes, MACs, busy cycles); formulas are either derived from
+// counters or driven by time (leakage, refresh, background power). That split is what sampled
+// simulation relies on: activity between detailed samples is extrapolated into the counters,
+// while time-driven figures accrue by themselves as simulated time advances.
+struct counter_snapshot {
+  std::vector<stat*> stats;
+  std::vector<double> values;
+};
+counter_snapshot snapshot_counters();
+// Adds amounts[i] to counter stats[i] of `layout` (a snapshot of the same elaboration).
+void add_to_counters(const counter_snapshot& layout, const std::vector<double>& amounts);
 
 // Simulated time so far in seconds (for leakage and bandwidth formulas).
 inline double now_s() { return sc_core::sc_time_stamp().to_seconds(); }

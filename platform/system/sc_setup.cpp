@@ -22,6 +22,10 @@ void report_handler(const sc_core::sc_report& r, const sc_core::sc_actions&) {
       spdlog::warn("[{}] {}: {}", t, where, msg);
       break;
     default:
+      // An exception that escaped a process comes back as this report from inside SystemC's
+      // handler, which only catches sc_report: rethrow the report itself (sc_start then throws
+      // it to the caller); anything else becomes a simulation_error.
+      if (where == "uncaught exception") throw sc_core::sc_report(r);
       throw simulation_error("[" + t + "] " + where + ": " + msg);
   }
 }

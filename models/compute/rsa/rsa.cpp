@@ -96,7 +96,7 @@ cmd_status rsa::execute(const command& c) {
         total += kf * nf * eb;
         fold_end[f] = total;
       }
-  const std::uint64_t chunk = chunk_bytes();
+  const std::uint64_t chunk = chunk_bytes(total);
   const std::size_t chunks = static_cast<std::size_t>(ceil_div(total, chunk));
   const double cyc = 1.0 / clock_Hz();
   const double fill = static_cast<double>(ceil_div(m_rows, m_rows_per_cycle)) * cyc;
@@ -128,7 +128,9 @@ cmd_status rsa::execute(const command& c) {
       ++next_fold;
     }
   };
-  const std::size_t buffer_chunks = std::max<std::size_t>(1, m_buffer_bytes / chunk);
+  // At least four chunks: a fold may straddle two, and chunks enlarged by the bound on
+  // transactions per operand (a simulation granularity) must not throttle the stream.
+  const std::size_t buffer_chunks = std::max<std::size_t>(4, m_buffer_bytes / chunk);
   st = transfer(
       tlm::TLM_READ_COMMAND, c.addr_b, total,
       [&](std::size_t i, const sc_core::sc_time& t) {

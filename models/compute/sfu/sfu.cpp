@@ -200,8 +200,8 @@ cmd_status sfu::run_tile(const command& c, const op_info& oi, std::uint64_t firs
   };
 
   // 1. Stream the inputs in; a chunk is usable once it has arrived in every input stream.
-  const std::uint64_t cb = chunk_bytes();
   const std::uint64_t in_bytes = n * element_bytes;
+  const std::uint64_t cb = chunk_bytes(in_bytes);
   const std::size_t chunks = static_cast<std::size_t>(ceil_div(in_bytes, cb));
   std::vector<sc_time> arrival(chunks, sc_core::SC_ZERO_TIME);
   const std::uint64_t in_addr[2] = {c.addr_a, c.addr_b};
@@ -265,9 +265,10 @@ cmd_status sfu::run_tile(const command& c, const op_info& oi, std::uint64_t firs
     if (oi.two_pass) return back_start[u / k] + cyc * static_cast<double>((u % k) / lanes + 1) + latency;
     return beat_end(beat_of(u)) + latency;
   };
-  std::vector<sc_time> gate(static_cast<std::size_t>(ceil_div(out_bytes, cb)));
+  const std::uint64_t ob = chunk_bytes(out_bytes);
+  std::vector<sc_time> gate(static_cast<std::size_t>(ceil_div(out_bytes, ob)));
   for (std::size_t ch = 0; ch < gate.size(); ++ch)
-    gate[ch] = ready((std::min<std::uint64_t>((ch + 1) * cb, out_bytes) - 1) / unit);
+    gate[ch] = ready((std::min<std::uint64_t>((ch + 1) * ob, out_bytes) - 1) / unit);
   const std::uint64_t out_addr = c.addr_c + (search ? first / k * index_bytes : first * element_bytes);
   return transfer(tlm::TLM_WRITE_COMMAND, out_addr, out_bytes, {},
                   [&gate](std::size_t i) { return gate[i]; });

@@ -10,7 +10,9 @@ edram::edram(const sc_core::sc_module_name& name, const memory_args& a)
       m_expected_read_errors(m_stats.counter(
           "expected_bit_errors_read", "bits",
           "sum over reads of live bits x P(fail | time since the last refresh tick)")),
-      m_bits_read_live(m_stats.counter("live_bits_read", "bits", "bits read from live data")) {
+      m_bits_read_live(m_stats.counter("live_bits_read", "bits", "bits read from live data")),
+      m_refresh_extrapolated(m_stats.counter("refreshed_bytes_extrapolated", "B",
+                                             "refreshed bytes of passes not simulated (sampled decode)")) {
   const config_node tech = a.tech.child("edram");
   const double ref_bytes =
       tech.require_double("reference_capacity_MiB", "capacity the cell figures are given for, MiB", 1e-9) *
@@ -78,13 +80,20 @@ void edram::advance(const sc_core::sc_time& now) {
 
 double edram::refreshed_bytes() {
   advance(sc_core::sc_time_stamp());
-  double s = 0;
+  double s = m_refresh_extrapolated.value();
   for (const auto& c : m_intervals) s += c.refreshed_bytes;
   return s;
 }
 
 std::uint64_t edram::live_bytes() const {
   std::uint64_t s = 0;
+double edram::refresh_rate_Bps() const {
+  double r = 0;
+  for (const auto& c : m_intervals)
+    if (c.live_bytes) r += static_cast<double>(c.live_bytes) / c.period.to_seconds();
+  return r;
+}
+
   for (const auto& c : m_intervals) s += c.live_bytes;
   return s;
 }

@@ -41,6 +41,10 @@ class edram : public banked_array {
   std::uint64_t live_bytes() const;
 
  protected:
+  // Bytes per second the current live set costs in refresh (sum of live bytes / interval).
+  double refresh_rate_Bps() const;
+  // Refresh of data that was live during passes that were not simulated (sampled decode).
+  void add_extrapolated_refresh(double bytes) { m_refresh_extrapolated += bytes; }
   double access_share(const sc_core::sc_time& now) override;
   void on_write(std::uint64_t addr, std::uint64_t len) override;
 
@@ -82,3 +86,4 @@ class edram : public banked_array {
 };
 
 }  // namespace kelle
+  stat& m_refresh_extrapolated;  // bytes, included in refreshed_bytes()

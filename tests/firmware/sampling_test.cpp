@@ -1,0 +1,107 @@
+// The fast paths of long runs against the detailed path: sampled decode (every k-th decode step
+// simulated, the others extrapolated) and the bound on transactions per operand.
+#include <catch2/catch.hpp>
+
+#include "tests/support/test_initiator.h"
+
+#include <cmath>
+
+using namespace kelle;
+
+namespace {
+
+nlohmann::json run(std::vector<std::string> overrides) {
+  const std::string out = test::in_child_process([&] {
+    std::vector<std::string> o = {"workload.progress=false"};
+    o.insert(o.end(), overrides.begin(), overrides.end());
+    auto cfg = config::from_string("system: kelle_edram\nworkload: {type: llm}\n", "sampling.yaml", o);
+    platform p(cfg);
+    p.run();
+    return p.results().dump();
+  });
+  if (out.rfind("error: ", 0) == 0) throw std::runtime_error(out);
+  return nlohmann::json::parse(out);
+}
+
+// Every number below `node`, by its path.
+void flatten(const nlohmann::json& node, const std::string& path, std::map<std::string, double>& out) {
+  if (node.is_object()) {
+    for (const auto& [k, v] : node.items()) flatten(v, path.empty() ? k : path + "." + k, out);
+  } else if (node.is_number()) {
+    out[path] = node.get<double>();
+  }
+}
+
+// The largest relative difference over the figures a run reports.
+double worst_difference(const nlohmann::json& a, const nlohmann::json& b, std::string& where) {
+  double worst = 0;
+  for (const char* section : {"latency_s", "throughput", "traffic_bytes", "energy_J", "energy_breakdown_J", "kv",
+                              "refresh", "activation_lifetimes"}) {
+    std::map<std::string, double> fa, fb;
+    flatten(a[section], section, fa);
+    flatten(b[section], section, fb);
+    for (const auto& [k, va] : fa) {
+      const double vb = fb.at(k), scale = std::max(std::abs(va), std::abs(vb));
+      const double d = scale > 0 ? std::abs(va - vb) / scale : 0.0;
+      if (d > worst) {
+        worst = d;
+        where = k;
+      }
+    }
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("sampled decode: every reported figure within 1 % of the detailed run", "[sampling]") {
+  // A growing KV (full cache) and a KV policy with 2DRP whose kept set saturates mid-run.
+  for (const std::vector<std::string>& policy :
+       {std::vector<std::string>{}, std::vector<std::string>{"policy.kv=aerp", "policy.kv_budget=20",
+                                                             "policy.recent_window=8", "policy.sink_tokens=4",
+                                                             "policy.refresh=2drp"}}) {
+    std::vector<std::string> o = {"workload.model=llama3.2-3b", "workload.context_len=16", "workload.decode_len=13"};
+    o.insert(o.end(), policy.begin(), policy.end());
+    const auto detailed = run(o);
+    o.push_back("workload.sample_every=4");
+    const auto sampled = run(o);
+    CHECK(sampled["llm"]["detailed_decode_steps"].get<unsigned>() < 7);
+    CHECK(detailed["llm"]["detailed_decode_steps"].get<unsigned>() == 13);
+    std::string where;
+    const double d = worst_difference(detailed, sampled, where);
+    INFO("largest difference " << d * 100 << " % in " << where);
+    CHECK(d < 0.01);
+    // The policy saw every step, sampled or not.
+    CHECK(sampled["kv"]["tokens_kept"] == detailed["kv"]["tokens_kept"]);
+  }
+}
+
+TEST_CASE("operand transactions: bounded per operand, converged, and not growing with the KV length", "[sampling]") {
+  auto at = [](std::uint64_t context, unsigned bound) {
+    std::vector<std::string> o = {"workload.model=llama3.2-3b", "workload.batch=4", "workload.skip_prefill=true",
+                                  "workload.decode_len=1", "workload.context_len=" + std::to_string(context)};
+    for (const char* b : {"rsa", "sfu", "dma", "evictor"})
+      o.push_back(std::string("system.compute.") + b + ".max_transactions_per_operand=" + std::to_string(bound));
+    return run(o);
+  };
+  // DRAM transactions: the weight stream's (fixed) and the KV's (growing with the context).
+  auto dram_transactions = [](const nlohmann::json& r) {
+    return r["stats"]["interconnect"]["transactions_to_dram"]["value"].get<double>();
+  };
+  const auto free_short = at(2048, 0), free_long = at(8192, 0);
+  const auto bound_short = at(2048, 64), bound_long = at(8192, 64);
+  // Without a bound the KV operands' transactions grow with the context; with it they hardly do.
+  const double free_growth = dram_transactions(free_long) - dram_transactions(free_short);
+  const double bound_growth = dram_transactions(bound_long) - dram_transactions(bound_short);
+  INFO("growth of DRAM transactions from 2048 to 8192 tokens: " << free_growth << " free, " << bound_growth
+                                                                  << " bounded");
+  CHECK(free_growth > 10000);
+  CHECK(bound_growth < 0.3 * free_growth);  // what remains: SFU tiles and spills
+  // Same bytes, and the timing converges: larger transactions change the step by < 1 %.
+  for (const auto* pair : {&free_short, &free_long}) {
+    const auto& bound = pair == &free_short ? bound_short : bound_long;
+    CHECK((*pair)["traffic_bytes"]["dram_total"] == bound["traffic_bytes"]["dram_total"]);
+    CHECK(bound["latency_s"]["total"].get<double>() ==
+          Approx((*pair)["latency_s"]["total"].get<double>()).epsilon(0.01));
+  }
+}

@@ -1,5 +1,7 @@
 #include "firmware/llm/llm_workload.h"
 
+#include "firmware/workload/tasks.h"
+
 #include "firmware/functional/functional_run.h"
 #include "firmware/llm/pass_trace.h"
 #include "models/interconnect/router.h"
@@ -23,9 +25,17 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
     : workload(name), m_platform(a.platform), m_stats("stats") {
   const config_node& p = a.params;
   m_model = model_from_config(p);
-  m_batch = static_cast<unsigned>(p.get_uint("batch", 1, "sequences decoded together", 1, 4096));
-  m_context = p.get_uint("context_len", 128, "context (prompt) tokens per sequence", 1, 1 << 24);
-  m_decode = p.get_uint("decode_len", 16, "tokens generated per sequence", 0, 1 << 24);
+  // A named task sets the defaults of the lengths, the batch and the policy's budget and window.
+  task_spec task{128, 16, 1, 0, 0};
+  const std::string task_name = p.get_choice("task", "none", [] {
+    auto v = tasks().name_list();
+    v.insert(v.begin(), "none");
+    return v;
+  }());
+  if (task_name != "none") task = *tasks().create(task_name);
+  m_batch = static_cast<unsigned>(p.get_uint("batch", task.batch, "sequences decoded together", 1, 4096));
+  m_context = p.get_uint("context_len", task.context_len, "context (prompt) tokens per sequence", 1, 1 << 24);
+  m_decode = p.get_uint("decode_len", task.decode_len, "tokens generated per sequence", 0, 1 << 24);
   m_skip_prefill = p.get_bool("skip_prefill", false,
                               "decode only: the context's KV is taken as already in the cache");
   const std::uint64_t limit = p.get_uint("max_tokens", 65536, "limit on context_len + decode_len per sequence", 1);
@@ -59,6 +69,8 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
                                  : make_attention_source(attention_source_args{att, m_model.layers, m_model.heads});
     kv_policy_args pa{pol, m_model, m_batch, m_source.get()};
     pa.deferred_scores = functional_scores;  // the step's scores exist only after its attention
+    pa.task_budget = task.kv_budget;
+    pa.task_window = task.recent_window;
     m_policy = kv_policies().create(kv_name, pa);
     if (m_policy->budget() > 0)  // the prefill holds the whole context; then at most the budget
       kv_tokens = std::min(kv_tokens, std::max<std::uint64_t>(m_policy->budget(), m_context));

@@ -61,6 +61,7 @@ ticket layer_ops::project(const tensor& x, std::uint64_t w, std::uint64_t k, std
     g.addr_a = x.where.addr;
     g.addr_b = m_plan.weight_buffer(cur.buffer).addr;
     g.addr_c = y.addr + rows * i * tn * model_shape::act_bytes;
+    if (m_fn) m_fn->gemm(g, w, i * tn);
     last = m_drv.submit("rsa", g);
     m_buffer_user[cur.buffer] = last;
     count(x.where, rows * k * model_shape::act_bytes, &traffic::activations);
@@ -85,6 +86,7 @@ ticket layer_ops::sfu(opcode op, const tensor& in, std::uint64_t rows, std::uint
   count(in.where, bytes[0], &traffic::activations);
   if (second) count(second->where, bytes[1], &traffic::activations);
   count(out, bytes[2], &traffic::activations);
+  if (m_fn) m_fn->sfu(c, in.where);
   return m_drv.submit("sfu", c);
 }
 
@@ -134,6 +136,7 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
     qk.addr_a = q.where.addr + B * h0 * g * T * D * ab;
     qk.addr_b = kv.k.addr + B * h0 * N * D * ab;
     qk.addr_c = s.where.addr;
+    if (m_fn) m_fn->scores(qk, layer, h0, q.where.addr);
     const ticket t1 = m_drv.submit("rsa", qk);
     count(kv.k, B * h * N * D * ab, &traffic::kv);
     count(q.where, B * h * g * T * D * ab, &traffic::activations);
@@ -152,6 +155,7 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
     av.addr_b = kv.v.addr + B * h0 * N * D * ab;
     av.addr_c = out.addr + B * h0 * g * T * D * ab;
     depend(s, "rsa");
+    if (m_fn) m_fn->context(av, layer, h0, out.addr);
     last = m_drv.submit("rsa", av);
     count(kv.v, B * h * N * D * ab, &traffic::kv);
     count(s.where, scores_bytes(h), &traffic::activations);

@@ -1,5 +1,7 @@
 #include "firmware/workload/model_zoo.h"
 
+#include "firmware/functional/llama_model.h"
+
 namespace kelle {
 
 model_registry& models() {
@@ -44,6 +46,16 @@ void model_shape::validate(const config_node& w, const std::string& key) const {
 
 model_shape model_from_config(const config_node& w) {
   if (!w.has("model") || !w.is_map("model")) {
+    if (w.has("model")) {  // a weights file: the shape comes from the file (docs/functional.md)
+      const std::string file = w.require_string("model", "a model name or a weights file");
+      if (!models().has(file) && fn::looks_like_weights_file(file)) {
+        try {
+          return fn::read_weights_config(file).shape();
+        } catch (const fn::model_file_error& e) {
+          w.fail("model", e.what());
+        }
+      }
+    }
     const std::string name = w.require_choice("model", models().name_list());
     return *models().create(name);
   }

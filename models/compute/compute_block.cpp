@@ -2,9 +2,11 @@
 
 #include "models/interconnect/router.h"
 #include "platform/tlm/extensions.h"
+#include "platform/trace/timeline.h"
 
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
 #include <cstring>
 
 namespace kelle {
@@ -46,6 +48,19 @@ compute_registry& compute_blocks() {
   return r;
 }
 
+namespace {
+// The command as a span on the block's timeline track (docs/timeline.md).
+void trace_command(const compute_block& b, const command& cmd, const completion& c) {
+  timeline& tl = timeline::get();
+  char args[256];
+  std::snprintf(args, sizeof args,
+                "\"m\":%u,\"k\":%u,\"n\":%u,\"batch\":%u,\"id\":%u,\"queued_us\":%.6f,\"status\":\"%s\"", cmd.m,
+                cmd.k, cmd.n, cmd.batch ? cmd.batch : 1u, cmd.id, (c.started - c.queued).to_seconds() * 1e6,
+                to_string(c.status).c_str());
+  tl.complete(tl.thread_of(&b, "compute", b.basename()), to_string(cmd.op), c.started, c.finished, args);
+}
+}  // namespace
+
 struct compute_block::chunk_tag : tlm::tlm_extension<chunk_tag> {
   std::size_t index = 0;
   tlm::tlm_extension_base* clone() const override { return new chunk_tag(*this); }
@@ -67,6 +82,10 @@ compute_block::compute_block(const sc_core::sc_module_name& name, const compute_
                                       "bytes per operand transaction (transaction granularity)", 1,
                                       1ull << 30)),
       m_outstanding(a.params.get_uint("outstanding", 8, "operand requests in flight at most", 1, 1 << 16)),
+      m_max_chunks(a.params.get_uint("max_transactions_per_operand", 0,
+                                     "transactions an operand transfer takes at most; larger operands move in "
+                                     "larger transactions (0: no bound)",
+                                     0, 1u << 30)),
       m_mem("mem_socket", [this](tlm::tlm_generic_payload& t, const sc_core::sc_time& at) { chunk_done(t, at); }) {
   cmd_socket.register_nb_transport_fw(this, &compute_block::cmd_fw);
   SC_HAS_PROCESS(compute_block);
@@ -82,10 +101,6 @@ void compute_block::bind_operands(router& r) { m_mem.socket.bind(r.target_socket
 void attach(compute_block& b, router& r, std::uint64_t base) {
   r.add_target(b.basename(), base, sizeof(command));
   r.initiator_socket.bind(b.cmd_socket);
-      m_max_chunks(a.params.get_uint("max_transactions_per_operand", 0,
-                                     "transactions an operand transfer takes at most; larger operands move in "
-                                     "larger transactions (0: no bound)",
-                                     0, 1u << 30)),
   r.add_initiator(b.basename());
   b.bind_operands(r);
 }
@@ -143,7 +158,9 @@ void compute_block::worker() {
     c.queued = q.at;
     c.started = sc_core::sc_time_stamp();
     c.status = validate(q.cmd);
+    if (c.status == cmd_status::ok && m_functional) m_functional->start(*this, q.cmd);
     if (c.status == cmd_status::ok) c.status = execute(q.cmd);
+    if (c.status == cmd_status::ok && m_functional) m_functional->finish(*this, q.cmd);
     c.finished = sc_core::sc_time_stamp();
     c.cycles = static_cast<std::uint64_t>(to_cycles(c.finished - c.started) + 0.5);
     m_busy_cycles += static_cast<double>(c.cycles);
@@ -153,6 +170,7 @@ void compute_block::worker() {
       spdlog::warn("[{}] {}: command {} ({}) failed: {}", c.finished.to_string(), name(), c.id,
                    to_string(c.op), to_string(c.status));
     }
+    if (timeline::on()) trace_command(*this, q.cmd, c);
     m_completions.push_back(c);
     m_completion_event.notify(sc_core::SC_ZERO_TIME);
   }

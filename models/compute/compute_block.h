@@ -29,6 +29,16 @@ namespace kelle {
 
 class compute_block;
 class platform_view;
+
+// Functional mode (docs/functional.md): computes a command's results from real operand data.
+// start() runs when the block begins a valid command (it reads the operands as they are then),
+// finish() when the command's timing has completed (it writes the results). Timing mode has none.
+class functional_unit {
+ public:
+  virtual ~functional_unit() = default;
+  virtual void start(const compute_block& block, const command& c) = 0;
+  virtual void finish(const compute_block& block, const command& c) = 0;
+};
 class router;
 
 struct compute_args {
@@ -60,6 +70,8 @@ class compute_block : public sc_core::sc_module {
   virtual void connect(platform_view& /*platform*/) {}
   // Figures of the most recent command beyond its completion (RSA: MACs, utilisation, stalls).
   virtual nlohmann::json last_command_report() const { return nlohmann::json::object(); }
+  // Functional mode: the unit that computes this block's results (nullptr: timing only).
+  void set_functional(functional_unit* f) { m_functional = f; }
 
   double clock_Hz() const { return m_clock_Hz; }
   sc_core::sc_time cycles(double n) const { return sc_core::sc_time(n / m_clock_Hz, sc_core::SC_SEC); }
@@ -115,10 +127,12 @@ class compute_block : public sc_core::sc_module {
   std::size_t m_queue_depth;
   std::uint64_t m_chunk_bytes;
   std::size_t m_outstanding;
+  std::uint64_t m_max_chunks;  // 0: no bound
   std::deque<queued> m_queue;
   sc_core::sc_event m_work;
   std::deque<completion> m_completions;
   sc_core::sc_event m_completion_event;
+  functional_unit* m_functional = nullptr;
 
   // Operand engine state (one transfer at a time, from the worker thread).
   payload_pool m_pool;
@@ -127,7 +141,6 @@ class compute_block : public sc_core::sc_module {
   const std::function<void(std::size_t, const sc_core::sc_time&)>* m_on_chunk = nullptr;
   at_initiator m_mem;  // operands in and out
   sc_core::sc_event m_chunk_event;
-  std::uint64_t m_max_chunks;  // 0: no bound
 };
 
 // Places a compute block in the system: command port at `base` and operand initiator on the

@@ -1,6 +1,7 @@
 #include "models/memory/memory_target.h"
 
 #include "platform/tlm/extensions.h"
+#include "platform/trace/timeline.h"
 
 #include <cstring>
 
@@ -122,6 +123,8 @@ void memory_target::begin_service(tlm::tlm_generic_payload& t) {
         m_store.write(addr, t.get_data_ptr(), len);
     }
     if (!is_read) on_write(addr, len);
+    if (timeline::on())  // busy periods on the memory's timeline track (docs/timeline.md)
+      timeline::get().busy(timeline::get().thread_of(this, "memory", basename()), now, ready, len, !is_read);
   }
   t.set_response_status(status);
   m_peq.notify(t, internal_response_ready, ready - now);

@@ -1,5 +1,7 @@
 #include "platform/config/config.h"
 
+#include "platform/plugin/loader.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -97,6 +99,32 @@ std::string list_systems() {
 struct loader {
   std::map<std::string, std::string>& origin;
   std::vector<std::string> stack;  // files being loaded, to catch include cycles
+  // `plugins:` of every file loaded, in load order: (absolute path, "file:line: plugins[i]").
+  std::vector<std::pair<std::string, std::string>> plugins = {};
+
+  // `plugins: FILE` or `plugins: [A, B]`: shared libraries, relative to the file that names them.
+  void take_plugins(YAML::Node& node, const fs::path& file, const std::string& name) {
+    const YAML::Node list = node["plugins"];
+    const std::string where = name + ":" + std::to_string(list.Mark().line + 1) + ": plugins";
+    std::vector<YAML::Node> items;
+    if (list.IsScalar()) {
+      items.push_back(list);
+    } else if (list.IsSequence()) {
+      for (const auto& i : list) items.push_back(i);
+    } else if (!list.IsNull()) {
+      throw config_error(where + ": expected a plugin file (.so) or a list of them, got " + kind_of(list));
+    }
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const std::string at = where + (list.IsSequence() ? "[" + std::to_string(i) + "]" : "");
+      if (!items[i].IsScalar() || items[i].Scalar().empty())
+        throw config_error(at + ": expected a plugin file (.so), got " + kind_of(items[i]));
+      const fs::path p = fs::path(items[i].Scalar()).is_absolute()
+                             ? fs::path(items[i].Scalar())
+                             : fs::absolute(file).parent_path() / items[i].Scalar();
+      plugins.emplace_back(p.lexically_normal().string(), at);
+    }
+    node.remove("plugins");
+  }
 
   fs::path resolve_include(const std::string& name, const fs::path& from, const std::string& where) {
     const fs::path rel = from.parent_path() / name;
@@ -159,6 +187,7 @@ struct loader {
       }
       node.remove("include");
     }
+    if (node["plugins"]) take_plugins(node, file, name);
     if (system_override || (node["system"] && node["system"].IsScalar())) {
       const std::string where =
           system_override ? std::string("command line -p system=") + *system_override
@@ -236,6 +265,7 @@ config config::load(const std::string& file, const std::vector<std::string>& ove
   const auto sys = take_system_override(rest);
   loader l{c.m_origin, {}};
   c.m_root = l.load_file(file, sys);
+  c.use_plugins(l.plugins);
   for (const auto& o : rest) c.apply_override(o);
   return c;
 }
@@ -247,8 +277,20 @@ config config::from_string(const std::string& yaml, const std::string& name,
   const auto sys = take_system_override(rest);
   loader l{c.m_origin, {}};
   c.m_root = l.load_text(yaml, fs::current_path() / name, name, sys);
+  c.use_plugins(l.plugins);
   for (const auto& o : rest) c.apply_override(o);
   return c;
+}
+
+void config::use_plugins(const std::vector<std::pair<std::string, std::string>>& plugins) {
+  if (plugins.empty()) return;
+  YAML::Node list(YAML::NodeType::Sequence);
+  for (const auto& [path, where] : plugins) {
+    load_plugin(path, where);
+    list.push_back(path);
+  }
+  m_root["plugins"] = list;  // the effective configuration lists them with absolute paths
+  m_used.insert("plugins");
 }
 
 void config::apply_override(const std::string& assignment) {
@@ -257,6 +299,8 @@ void config::apply_override(const std::string& assignment) {
   if (eq == std::string::npos || eq == 0)
     throw config_error(where + ": expected key.path=value");
   const std::string path = assignment.substr(0, eq);
+  if (path == "plugins" || path.rfind("plugins.", 0) == 0)
+    throw config_error(where + ": plugins are loaded before the scenario is read: use --plugin FILE");
   const std::string text = assignment.substr(eq + 1);
   if (text.empty()) throw config_error(where + ": the value is empty");
   YAML::Node value;

@@ -106,6 +106,8 @@ class config {
   friend class config_node;
   config() = default;
   void apply_override(const std::string& assignment);
+  // Loads the `plugins:` of the scenario's files ((absolute path, where named)) and records them.
+  void use_plugins(const std::vector<std::pair<std::string, std::string>>& plugins);
 
   YAML::Node m_root;
   std::string m_main_file;

@@ -3,7 +3,8 @@
 //
 //   KELLE_REGISTER(memories(), "sram", "banked SRAM array", [](const memory_args& a) { ... });
 //
-// `kelle-vp list KIND` prints what every registry holds.
+// `kelle-vp list KIND` prints what every registry holds. Plugins (platform/plugin/) register the
+// same way from their own shared library; while one loads, registrations are deferred (below).
 #pragma once
 
 #include <functional>
@@ -16,6 +17,37 @@
 
 namespace kelle {
 
+class registry_base;
+
+// Registrations made while a plugin's static initialisers run (the plugin loader keeps one of
+// these active around dlopen). They enter no registry until the loader has checked the plugin
+// (interface version, duplicate names) and commits them; a rejected plugin's are discarded.
+// Outside plugin loading, registrations are immediate.
+class deferred_registrations {
+ public:
+  struct item {
+    registry_base* registry;
+    std::string name;
+    std::function<void(const std::string& origin)> commit;
+  };
+  // Makes this the active collector (at most one at a time) until it is destroyed.
+  deferred_registrations();
+  ~deferred_registrations();
+  deferred_registrations(const deferred_registrations&) = delete;
+  deferred_registrations& operator=(const deferred_registrations&) = delete;
+
+  // The active collector, or nullptr outside plugin loading.
+  static deferred_registrations* active();
+  void add(item i) { m_items.push_back(std::move(i)); }
+  const std::vector<item>& items() const { return m_items; }
+  // Enters every registration, attributed to `origin` (the plugin file).
+  void commit(const std::string& origin);
+
+ private:
+  std::vector<item> m_items;
+  deferred_registrations* m_previous;
+};
+
 // What `kelle-vp list` needs from any registry.
 class registry_base {
  public:
@@ -25,6 +57,9 @@ class registry_base {
   const std::string& description() const { return m_description; }
   // (name, description) of every entry, sorted by name.
   virtual std::vector<std::pair<std::string, std::string>> list() const = 0;
+  virtual bool has(const std::string& name) const = 0;
+  // The plugin file an entry came from ("" for the platform's own entries).
+  virtual std::string origin(const std::string& name) const = 0;
 
   // Every registry, by kind.
   static const std::map<std::string, registry_base*>& all();
@@ -42,11 +77,19 @@ class registry : public registry_base {
   using registry_base::registry_base;
 
   void add(const std::string& name, const std::string& description, factory make) {
-    if (m_entries.count(name))
-      throw std::logic_error(kind() + ": '" + name + "' is registered twice");
-    m_entries.emplace(name, entry{description, std::move(make)});
+    if (deferred_registrations* d = deferred_registrations::active()) {
+      d->add({this, name, [this, name, description, make](const std::string& origin) {
+                insert(name, description, make, origin);
+              }});
+      return;
+    }
+    insert(name, description, std::move(make), "");
   }
-  bool has(const std::string& name) const { return m_entries.count(name) != 0; }
+  bool has(const std::string& name) const override { return m_entries.count(name) != 0; }
+  std::string origin(const std::string& name) const override {
+    auto it = m_entries.find(name);
+    return it == m_entries.end() ? std::string() : it->second.origin;
+  }
   std::unique_ptr<Product> create(const std::string& name, Args... args) const {
     auto it = m_entries.find(name);
     if (it == m_entries.end())
@@ -70,9 +113,17 @@ class registry : public registry_base {
   }
 
  private:
+  void insert(const std::string& name, const std::string& description, factory make,
+              const std::string& origin) {
+    if (m_entries.count(name))
+      throw std::logic_error(kind() + ": '" + name + "' is registered twice");
+    m_entries.emplace(name, entry{description, std::move(make), origin});
+  }
+
   struct entry {
     std::string description;
     factory make;
+    std::string origin;  // plugin file, or "" for the platform's own entries
   };
   std::map<std::string, entry> m_entries;
 };

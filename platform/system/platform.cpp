@@ -1,6 +1,7 @@
 #include "platform/system/platform.h"
 
 #include "models/memory/edram/edram.h"
+#include "platform/plugin/loader.h"
 #include "platform/stats/stats.h"
 
 #include <cctype>
@@ -197,6 +198,10 @@ nlohmann::json platform::results() const {
   r["config"] = yaml_to_json(m_cfg.effective());
   r["sim_time_s"] = sc_core::sc_time_stamp().to_seconds();
   r["wall_time_s"] = m_wall_s;
+  nlohmann::json plugins = nlohmann::json::array();
+  for (const auto& p : loaded_plugins())
+    plugins.push_back({{"name", p.name}, {"path", p.path}, {"cxx_abi", p.cxx_abi}, {"provides", p.provides}});
+  r["plugins"] = plugins;
 
   nlohmann::json stats = nlohmann::json::object();
   for (const stat_group* g : collect_stat_groups()) {
@@ -237,6 +242,7 @@ std::string platform::report() const {
   o << "Kelle VP " << KELLE_VP_VERSION << "  scenario '" << m_name << "'";
   if (!m_cfg.main_file().empty()) o << " (" << m_cfg.main_file() << ")";
   o << "\nSystem: " << m_system_name << "\n";
+  for (const auto& p : loaded_plugins()) o << "Plugin: " << p.name << " (" << p.path << ")\n";
   o << "Simulated time: " << si(sc_core::sc_time_stamp().to_seconds(), "s")
     << "   wall time: " << fmt("%.3f", m_wall_s) << " s\n\n";
 

@@ -86,7 +86,7 @@ using u64 = std::uint64_t;
 class kv_engine final : public kv_policy {
  public:
   kv_engine(const kv_policy_args& a, const kv_engine_params& p)
-      : m_p(p), m_model(a.model), m_batch(a.batch), m_src(a.source) {
+      : m_p(p), m_model(a.model), m_batch(a.batch), m_src(a.source), m_deferred(a.deferred_scores) {
     if (!m_src) throw std::logic_error("kv policy: no attention source");
     if (m_batch == 0) throw std::logic_error("kv policy: empty batch");
     if (m_model.kv_heads == 0 || m_model.heads % m_model.kv_heads)
@@ -170,6 +170,12 @@ class kv_engine final : public kv_policy {
     ++m_tokens;
   }
 
+  void observe() override {
+    if (!m_deferred || !m_tokens) return;
+    for (unsigned s = 0; s < m_exact_seq; ++s)
+      for (unsigned li = 0; li < m_layers.size(); ++li) score_layer(s, li, static_cast<u32>(m_tokens - 1));
+  }
+
  private:
   struct head_state {
     std::vector<u32> pos;       // slot -> token position (slots reused in place)
@@ -180,6 +186,7 @@ class kv_engine final : public kv_policy {
     std::vector<std::uint16_t> count; // position -> tracked heads keeping it
     std::vector<std::uint8_t> x;      // position -> stored as x
     u64 x_tokens = 0;
+    bool full = false;  // every head was at its budget in the last decode step
     kv_layer_report rep;
   };
 
@@ -306,7 +313,6 @@ class kv_engine final : public kv_policy {
 
   void decode_layer(unsigned s, unsigned li, u32 p) {
     layer_state& ls = m_state[s][li];
-    const unsigned l = m_layers[li];
     grow(ls, u64(p) + 1);
     ls.rep = {};
     bool full = true;
@@ -341,6 +347,18 @@ class kv_engine final : public kv_policy {
       ls.rep.recompute_macs = double(ls.x_tokens) * m_model.hidden * 2.0 * m_model.kv_heads *
                               m_model.head_dim;
     }
+    ls.full = full;
+    if (m_deferred)
+      finish(ls, u64(p) + 1, /*decode=*/true);  // the kept set now; observe() redoes it
+    else
+      score_layer(s, li, p);
+  }
+
+  // The second half of a decode step: the new query's scores, AERP's decision, the report.
+  void score_layer(unsigned s, unsigned li, u32 p) {
+    layer_state& ls = m_state[s][li];
+    const unsigned l = m_layers[li];
+    const bool full = ls.full;
     for (std::size_t hi = 0; hi < m_heads.size(); ++hi) {
       head_state& hs = ls.heads[hi];
       attend(s, l, m_heads[hi], p, hs.pos.data(), hs.pos.size(), hs.score.data());
@@ -431,6 +449,7 @@ class kv_engine final : public kv_policy {
   score_board m_board;
   std::vector<std::vector<layer_state>> m_state;  // [exact sequence][tracked layer]
   u64 m_tokens = 0;
+  bool m_deferred = false;
   std::vector<double> m_row, m_tmp;
   std::vector<std::uint16_t> m_high;
   std::vector<std::uint8_t> m_seen;

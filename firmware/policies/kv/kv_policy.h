@@ -58,6 +58,11 @@ class kv_policy {
   virtual void decode() = 0;
   // Positions seen so far per sequence (context + decode steps).
   virtual std::uint64_t tokens() const = 0;
+  // With kv_policy_args::deferred_scores, decode() only evicts and admits the new token; this
+  // call, once the step's attention has run, adds the new token's query scores to the
+  // accumulated scores and recomputes the report (functional mode: the scores are the ones the
+  // platform computed in that step). Without it, decode() does both and this does nothing.
+  virtual void observe() {}
 
   // The last pass of (sequence, layer). A sequence outside the exact subset reports the exact
   // sequence that represents it (sequence mod exact_sequences).
@@ -85,6 +90,10 @@ struct kv_policy_args {
   model_shape model;                  // layers, heads, kv_heads, head_dim, hidden
   unsigned batch = 1;                 // sequences
   const attention_source* source = nullptr;  // must outlive the policy
+  // The task's budget and recent window (workload.task), the defaults of kv_budget and
+  // recent_window when given (0: the policy's own defaults).
+  std::uint64_t task_budget = 0, task_window = 0;
+  bool deferred_scores = false;       // decode() leaves the new query's scores to observe()
 };
 
 using kv_policy_registry = registry<kv_policy, const kv_policy_args&>;

@@ -42,6 +42,7 @@ class uniform : public refresh_policy {
   explicit uniform(const config_node& c)
       : m_us(c.get_double("refresh_interval_us", 45.0, "refresh interval of all KV data, us", 1e-3)) {}
   std::string name() const override { return "uniform"; }
+  double interval_s(bool, bool) const override { return m_us * 1e-6; }
   void apply(edram& e, std::uint64_t addr, std::uint64_t bytes, const kv_layer_report*) override {
     e.set_refresh_interval(addr, bytes, us(m_us));
     record(addr, {{double(bytes) * 8, m_us * 1e-6}});
@@ -59,6 +60,9 @@ class two_d : public refresh_policy {
         m_lst_msb(c.get_double("lst_msb_us", 1440, "low-score tokens, bits 15-8, us", 1e-3)),
         m_lst_lsb(c.get_double("lst_lsb_us", 7200, "low-score tokens, bits 7-0, us", 1e-3)) {}
   std::string name() const override { return "2drp"; }
+  double interval_s(bool high, bool msb) const override {
+    return 1e-6 * (high ? (msb ? m_hst_msb : m_hst_lsb) : (msb ? m_lst_msb : m_lst_lsb));
+  }
   bool needs_groups() const override { return true; }
   void apply(edram& e, std::uint64_t addr, std::uint64_t bytes, const kv_layer_report* r) override {
     // The region's first half stands for the MSB banks, the second for the LSB banks; in each,

@@ -28,6 +28,9 @@ class refresh_policy {
   virtual std::string name() const = 0;
   // Whether the policy needs the KV policy's high/low-score groups.
   virtual bool needs_groups() const { return false; }
+  // The interval the policy gives KV bits of a score group (high / low) and position (bits 15-8
+  // or 7-0), in seconds; 0 when it leaves the array's own interval (functional fault model).
+  virtual double interval_s(bool /*high*/, bool /*msb*/) const { return 0.0; }
   // Sets the intervals of [addr, addr + bytes) (local to `e`) holding one layer's K or V; `r` is
   // the layer's last report (summed over the batch), or null without a KV policy.
   virtual void apply(edram& e, std::uint64_t addr, std::uint64_t bytes, const kv_layer_report* r) = 0;

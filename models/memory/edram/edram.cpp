@@ -1,5 +1,7 @@
 #include "models/memory/edram/edram.h"
 
+#include "platform/trace/timeline.h"
+
 #include <cmath>
 
 namespace kelle {
@@ -85,8 +87,6 @@ double edram::refreshed_bytes() {
   return s;
 }
 
-std::uint64_t edram::live_bytes() const {
-  std::uint64_t s = 0;
 double edram::refresh_rate_Bps() const {
   double r = 0;
   for (const auto& c : m_intervals)
@@ -94,6 +94,8 @@ double edram::refresh_rate_Bps() const {
   return r;
 }
 
+std::uint64_t edram::live_bytes() const {
+  std::uint64_t s = 0;
   for (const auto& c : m_intervals) s += c.live_bytes;
   return s;
 }
@@ -138,6 +140,7 @@ void edram::update(std::uint64_t b, std::uint64_t e, F f) {
     if (s.live) m_intervals[s.interval].live_bytes += n;
   }
   merge_around(b, e);
+  if (timeline::open()) trace_refresh();
 }
 
 void edram::on_write(std::uint64_t addr, std::uint64_t len) {
@@ -154,6 +157,21 @@ void edram::set_refresh_interval(std::uint64_t addr, std::uint64_t len, const sc
     SC_REPORT_ERROR(name(), "set_refresh_interval: the interval must be positive");
   const unsigned idx = interval_index(interval);
   update(addr, addr + len, [idx](segment& s) { s.interval = idx; });
+}
+
+void edram::trace_refresh() const {
+  double live = 0, watts = 0;
+  for (const auto& c : m_intervals)
+    if (c.live_bytes && c.period > sc_core::SC_ZERO_TIME) {
+      live += static_cast<double>(c.live_bytes);
+      watts += static_cast<double>(c.live_bytes) * 8 * m_refresh_J_per_bit / c.period.to_seconds();
+    }
+  timeline& tl = timeline::get();
+  const sc_core::sc_time now = sc_core::sc_time_stamp();
+  const std::string n = basename();
+  tl.counter("refresh", n + " live", "bytes", now, live);
+  tl.counter("refresh", n + " refresh power", "W", now, watts);
+  tl.state(tl.thread_of(this, "refresh", basename()), now, live > 0 ? "refresh" : "");
 }
 
 double edram::access_share(const sc_core::sc_time&) {

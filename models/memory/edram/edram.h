@@ -34,17 +34,19 @@ class edram : public banked_array {
   void mark_live(std::uint64_t addr, std::uint64_t len) { on_write(addr, len); }
 
   const retention_model& retention() const { return m_retention; }
+  // The array's own refresh interval (refresh_interval_us), for data no policy has set.
+  const sc_core::sc_time& default_refresh_interval() const { return m_intervals[0].period; }
   double refresh_energy_per_bit_J() const { return m_refresh_J_per_bit; }
   // Brings refresh accounting up to `now` and returns the bytes refreshed so far.
   double refreshed_bytes();
   // Bytes currently refreshed (live data, or the whole array with scope `all`).
   std::uint64_t live_bytes() const;
-
- protected:
   // Bytes per second the current live set costs in refresh (sum of live bytes / interval).
   double refresh_rate_Bps() const;
   // Refresh of data that was live during passes that were not simulated (sampled decode).
   void add_extrapolated_refresh(double bytes) { m_refresh_extrapolated += bytes; }
+
+ protected:
   double access_share(const sc_core::sc_time& now) override;
   void on_write(std::uint64_t addr, std::uint64_t len) override;
 
@@ -70,6 +72,8 @@ class edram : public banked_array {
   std::map<std::uint64_t, segment>::iterator split(std::uint64_t at);
   void merge_around(std::uint64_t b, std::uint64_t e);
   void read_errors(std::uint64_t addr, std::uint64_t len, const sc_core::sc_time& now);
+  // Live bytes, refresh power and refresh activity on the timeline (docs/timeline.md).
+  void trace_refresh() const;
   sc_core::sc_time service(tlm::tlm_command cmd, std::uint64_t addr, std::uint64_t len,
                            const sc_core::sc_time& start) override;
 
@@ -83,7 +87,7 @@ class edram : public banked_array {
   sc_core::sc_time m_accounted_until;
   stat& m_expected_read_errors;
   stat& m_bits_read_live;
+  stat& m_refresh_extrapolated;  // bytes, included in refreshed_bytes()
 };
 
 }  // namespace kelle
-  stat& m_refresh_extrapolated;  // bytes, included in refreshed_bytes()

@@ -1,0 +1,150 @@
+// Functional mode of the llm workload (`mode: functional`, docs/functional.md): the platform
+// carries real data. This object
+//   - holds the model (a weights file, or seeded weights of the workload's shape), writes its
+//     int8 weights, their scales, the norm weights and the embedding table into DRAM before the
+//     run (debug transport);
+//   - is the compute blocks' functional unit (through the engine) and the memory port the engine
+//     reads and writes through (the interconnect's debug transport), where retention faults or a
+//     fixed bit-error rate corrupt KV data read from the eDRAM;
+//   - describes each command's operands as layer_ops issues it (functional_hooks);
+//   - writes each pass's token embeddings, reads the logits, picks the next tokens (greedy, or
+//     the text's tokens), runs the reference model on the same tokens and kept sets and keeps the
+//     quality metrics;
+//   - records the attention probabilities the SFU computed: the `functional` attention source.
+#pragma once
+
+#include "firmware/driver/driver.h"
+#include "firmware/functional/hooks.h"
+#include "firmware/functional/llama_model.h"
+#include "firmware/functional/reference.h"
+#include "firmware/policies/kv/kv_policy.h"
+#include "firmware/policies/refresh/refresh_policy.h"
+#include "firmware/schedulers/layer_ops.h"
+#include "firmware/workload/memory_plan.h"
+#include "models/compute/functional/engine.h"
+#include "platform/tlm/at_initiator.h"
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <memory>
+#include <unordered_map>
+
+namespace kelle {
+
+class edram;
+
+class functional_run : public functional_hooks, public fn::memory_port {
+ public:
+  // `root` is the scenario's top level (the `functional` section), `wl` the workload section.
+  functional_run(const config_node& root, const config_node& wl, const model_shape& shape, unsigned batch,
+                 std::uint64_t context, std::uint64_t decode, std::uint64_t seed, platform_view& p);
+  ~functional_run() override;
+
+  // Set once the rest of the firmware exists (before the simulation starts).
+  void connect(driver& d, memory_plan& plan, layer_ops& ops, kv_policy* policy, const refresh_policy* refresh);
+  // The `functional` attention source (the SFU's probabilities); owned by the caller.
+  std::unique_ptr<attention_source> make_source() const;
+
+  // Pass hooks (llm_workload): after the embedding DMA is issued into `x`; after the pass.
+  void begin_pass(const pass_info& p, const tensor& x);
+  void end_pass(const pass_info& p, std::uint64_t logits_addr);
+  void add_results(nlohmann::json& r) const;
+  std::string report() const;
+
+  // functional_hooks
+  void gemm(const command& g, std::uint64_t w, std::uint64_t col0) override;
+  void sfu(const command& c, const region& in) override;
+  void scores(const command& qk, unsigned layer, std::uint64_t h0, std::uint64_t q) override;
+  void context(const command& av, unsigned layer, std::uint64_t h0, std::uint64_t out) override;
+  // memory_port
+  void read(std::uint64_t addr, void* dst, std::uint64_t len) override;
+  void write(std::uint64_t addr, const void* src, std::uint64_t len) override;
+
+  const fn::quantised_model& model() const { return m_q; }
+  const std::vector<std::vector<int>>& tokens() const { return m_tokens; }
+  // Probabilities the platform computed for query `query` of (sequence, layer, query head):
+  // (key position, probability), ascending positions; nullptr if none.
+  const std::vector<std::pair<std::uint32_t, float>>* probabilities(unsigned seq, unsigned layer, unsigned head,
+                                                                   std::uint64_t query) const;
+
+ private:
+  struct weight_info {
+    std::uint64_t scales;  // DRAM address of the fp32 scales
+    int layer;             // -1: LM head
+    char kind;             // q k v o g u d h
+  };
+  struct head_slots {
+    std::vector<std::int64_t> slot_pos;   // slot -> position (-1: free)
+    std::vector<std::uint32_t> kept;      // positions attended now, ascending
+    std::unordered_map<std::uint32_t, std::uint32_t> pos_slot;
+    std::uint32_t next_slot = 0;
+    std::vector<double> score;            // position -> accumulated probability (2DRP groups)
+    double threshold = 0;                 // high-score group: score > threshold (the median)
+  };
+  struct kv_elem {
+    double written = 0;
+    std::uint32_t generation = 0;
+  };
+  struct attn_ctx {
+    unsigned layer = 0;
+    std::uint64_t h0 = 0;
+  };
+
+  void load();  // writes the model into memory (first pass)
+  void debug(tlm::tlm_command cmd, std::uint64_t addr, unsigned char* p, std::uint64_t len);
+  void write_matrix(std::uint64_t addr, const fn::qmatrix& m, std::uint64_t scales_addr, int layer, char kind);
+  std::uint64_t tile_cols(std::uint64_t k, std::uint64_t n) const;
+  head_slots& hs(unsigned l, unsigned b, unsigned kvh) { return m_slots[(std::size_t(l) * m_batch + b) * m_kvh + kvh]; }
+  std::uint64_t kv_addr(unsigned l, bool v, std::uint64_t slot, unsigned b, unsigned kvh) const;
+  void update_kept(const pass_info& p);
+  void attach(std::shared_ptr<fn::desc> d);
+  void attention_maps(const command& c, unsigned l, std::uint64_t h0, std::uint64_t rows_addr, bool v,
+                      fn::operand_map& rows, fn::operand_map& keys);
+  void embed(const pass_info& p, std::uint64_t x_addr);
+  int kv_layer_of(std::uint64_t addr, bool& is_v) const;
+  void inject(std::uint64_t addr, unsigned char* data, std::uint64_t len);
+  void note_write(std::uint64_t addr, std::uint64_t len);
+
+  platform_view& m_platform;
+  fn::quantised_model m_q;
+  model_shape m_shape;
+  unsigned m_batch, m_kvh, m_heads, m_hd;
+  std::uint64_t m_context, m_decode, m_seed;
+  at_initiator m_port;
+  std::unique_ptr<fn::engine> m_engine;
+  driver* m_drv = nullptr;
+  memory_plan* m_plan = nullptr;
+  kv_policy* m_policy = nullptr;
+  const refresh_policy* m_refresh = nullptr;
+  bool m_loaded = false;
+  std::uint64_t m_const = 0, m_const_end = 0;     // constants area in DRAM
+  std::uint64_t m_embed_addr = 0, m_embed_scales = 0;
+  std::unordered_map<std::uint64_t, weight_info> m_weights;
+  std::vector<std::uint64_t> m_norm_addr;          // 2 per layer, then the final norm
+  std::uint64_t m_lm_addr = 0;
+  unsigned m_norms = 0;                            // norms issued in this pass
+  pass_info m_pass;
+  std::vector<head_slots> m_slots;                 // [layer][sequence][kv head]
+  attn_ctx m_attn;
+  // Tokens: every sequence's tokens so far (prompt, then generated or forced).
+  std::vector<std::vector<int>> m_tokens;
+  std::vector<int> m_text;                         // teacher-forced text (empty: greedy)
+  std::vector<std::unique_ptr<fn::reference_model>> m_ref;
+  bool m_check_reference = true;
+  fn::quality_metrics m_quality;
+  std::vector<std::vector<float>> m_last_logits;   // per sequence, of the last pass
+  std::unordered_map<std::uint64_t, std::vector<std::pair<std::uint32_t, float>>> m_probs;
+  // Faults.
+  enum class fault_mode { none, retention, ber } m_fault = fault_mode::none;
+  double m_ber = 0;
+  std::array<bool, 4> m_ber_groups{};               // hst_msb, hst_lsb, lst_msb, lst_lsb
+  std::uint64_t m_fault_seed = 1;
+  edram* m_kv_edram = nullptr;
+  unsigned m_kv_on_chip = 0;
+  std::vector<std::array<std::vector<kv_elem>, 2>> m_written;  // on-chip layers: K, V elements
+  std::array<double, 4> m_bits_read{}, m_flipped{};
+  double m_wall_s = 0;
+};
+
+}  // namespace kelle

@@ -1,0 +1,27 @@
+// What layer_ops tells functional mode about the commands it issues (docs/functional.md): each
+// call comes just before the command is submitted, so functional mode can attach the command's
+// operand description (layout, weight scales, positions, mask). Timing mode has no hooks.
+#pragma once
+
+#include "models/compute/command.h"
+
+#include <cstdint>
+
+namespace kelle {
+
+struct region;
+
+class functional_hooks {
+ public:
+  virtual ~functional_hooks() = default;
+  // A projection's GEMM on the weight tile of columns [col0, col0 + g.n) of the matrix at `w`.
+  virtual void gemm(const command& g, std::uint64_t w, std::uint64_t col0) = 0;
+  // An SFU command whose first operand is `in`.
+  virtual void sfu(const command& c, const region& in) = 0;
+  // q . K^T and A . V of KV heads [h0, h0 + batch / sequences) of `layer`; `q` and `out` are
+  // the (sequences x tokens) x (heads x head_dim) query and result tensors.
+  virtual void scores(const command& qk, unsigned layer, std::uint64_t h0, std::uint64_t q) = 0;
+  virtual void context(const command& av, unsigned layer, std::uint64_t h0, std::uint64_t out) = 0;
+};
+
+}  // namespace kelle

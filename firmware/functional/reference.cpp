@@ -1,0 +1,160 @@
+#include "firmware/functional/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace kelle::fn {
+
+void matvec(const qmatrix& w, const float* x, float* y) {
+  for (unsigned o = 0; o < w.out; ++o) {
+    const std::int8_t* r = &w.q[std::size_t(o) * w.in];
+    float acc = 0;
+    for (unsigned i = 0; i < w.in; ++i) acc += float(r[i]) * x[i];
+    y[o] = acc * w.scale[o];
+  }
+}
+
+void rmsnorm(const float* x, const std::vector<float>& g, float eps, unsigned n, float* out) {
+  float ss = 0;
+  for (unsigned i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float r = 1.0f / std::sqrt(ss / float(n) + eps);
+  for (unsigned i = 0; i < n; ++i) out[i] = x[i] * r * g[i];
+}
+
+void rope(float* v, unsigned hd, std::uint64_t pos, float theta) {
+  for (unsigned i = 0; i < hd; i += 2) {
+    const double freq = std::pow(double(theta), -double(i) / double(hd));
+    const double a = double(pos) * freq;
+    const float c = float(std::cos(a)), s = float(std::sin(a));
+    const float x0 = v[i], x1 = v[i + 1];
+    v[i] = x0 * c - x1 * s;
+    v[i + 1] = x0 * s + x1 * c;
+  }
+}
+
+reference_model::reference_model(const quantised_model& m) : m_m(m), m_k(m.cfg.layers), m_v(m.cfg.layers) {}
+
+const float* reference_model::k(unsigned l, unsigned h, std::uint64_t p) const {
+  return &m_k[l][p * m_m.cfg.kv_dim() + std::size_t(h) * m_m.cfg.head_dim()];
+}
+const float* reference_model::v(unsigned l, unsigned h, std::uint64_t p) const {
+  return &m_v[l][p * m_m.cfg.kv_dim() + std::size_t(h) * m_m.cfg.head_dim()];
+}
+
+std::vector<float> reference_model::step(int token, const kept_fn& kept) {
+  const llama_config& c = m_m.cfg;
+  const unsigned d = c.dim, hd = c.head_dim(), kvd = c.kv_dim(), G = c.heads / c.kv_heads;
+  const std::uint64_t pos = m_pos++;
+  std::vector<float> x(d), xn(d), q(std::size_t(c.heads) * hd), att(q.size()), o(d), h(c.ffn), u(c.ffn);
+  for (unsigned i = 0; i < d; ++i) x[i] = m_m.embed.at(unsigned(token), i);
+  std::vector<std::uint32_t> all;
+  for (unsigned l = 0; l < c.layers; ++l) {
+    const auto& L = m_m.layers[l];
+    rmsnorm(x.data(), L.attn_norm, c.norm_eps, d, xn.data());
+    matvec(L.wq, xn.data(), q.data());
+    m_k[l].resize((pos + 1) * kvd);
+    m_v[l].resize((pos + 1) * kvd);
+    float* kp = &m_k[l][pos * kvd];
+    float* vp = &m_v[l][pos * kvd];
+    matvec(L.wk, xn.data(), kp);
+    matvec(L.wv, xn.data(), vp);
+    for (unsigned hh = 0; hh < c.heads; ++hh) rope(&q[std::size_t(hh) * hd], hd, pos, c.rope_theta);
+    for (unsigned hh = 0; hh < c.kv_heads; ++hh) rope(kp + std::size_t(hh) * hd, hd, pos, c.rope_theta);
+    const float inv = 1.0f / std::sqrt(float(hd));
+    for (unsigned kvh = 0; kvh < c.kv_heads; ++kvh) {
+      const std::vector<std::uint32_t>* keys = kept ? kept(l, kvh) : nullptr;
+      if (!keys) {
+        all.resize(pos + 1);
+        for (std::uint32_t i = 0; i <= pos; ++i) all[i] = i;
+        keys = &all;
+      }
+      std::vector<float> s(keys->size());
+      for (unsigned g = 0; g < G; ++g) {
+        const unsigned hh = kvh * G + g;
+        const float* qh = &q[std::size_t(hh) * hd];
+        float mx = -std::numeric_limits<float>::infinity();
+        for (std::size_t j = 0; j < keys->size(); ++j) {
+          const float* kk = k(l, kvh, (*keys)[j]);
+          float dot = 0;
+          for (unsigned i = 0; i < hd; ++i) dot += qh[i] * kk[i];
+          s[j] = dot * inv;
+          mx = std::max(mx, s[j]);
+        }
+        float sum = 0;
+        for (auto& e : s) sum += (e = std::exp(e - mx));
+        float* out = &att[std::size_t(hh) * hd];
+        std::fill(out, out + hd, 0.0f);
+        for (std::size_t j = 0; j < keys->size(); ++j) {
+          const float p = s[j] / sum;
+          const float* vv = v(l, kvh, (*keys)[j]);
+          for (unsigned i = 0; i < hd; ++i) out[i] += p * vv[i];
+        }
+      }
+    }
+    matvec(L.wo, att.data(), o.data());
+    for (unsigned i = 0; i < d; ++i) x[i] += o[i];
+    rmsnorm(x.data(), L.ffn_norm, c.norm_eps, d, xn.data());
+    matvec(L.gate, xn.data(), h.data());
+    matvec(L.up, xn.data(), u.data());
+    for (unsigned i = 0; i < c.ffn; ++i) h[i] = h[i] / (1.0f + std::exp(-h[i])) * u[i];
+    matvec(L.down, h.data(), o.data());
+    for (unsigned i = 0; i < d; ++i) x[i] += o[i];
+  }
+  rmsnorm(x.data(), m_m.final_norm, c.norm_eps, d, xn.data());
+  std::vector<float> logits(c.vocab);
+  matvec(m_m.classifier, xn.data(), logits.data());
+  return logits;
+}
+
+std::vector<double> log_softmax(const std::vector<float>& z) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (float v : z)
+    if (std::isfinite(v)) mx = std::max(mx, double(v));
+  std::vector<double> out(z.size());
+  if (!std::isfinite(mx)) {
+    std::fill(out.begin(), out.end(), -std::log(double(z.size())));
+    return out;
+  }
+  double sum = 0;
+  for (float v : z)
+    if (std::isfinite(v)) sum += std::exp(double(v) - mx);
+  const double lse = mx + std::log(sum);
+  for (std::size_t i = 0; i < z.size(); ++i)
+    out[i] = std::isfinite(z[i]) ? double(z[i]) - lse : -std::numeric_limits<double>::infinity();
+  return out;
+}
+
+int argmax(const std::vector<float>& z) {
+  int best = 0;
+  float bv = -std::numeric_limits<float>::infinity();
+  for (std::size_t i = 0; i < z.size(); ++i)
+    if (z[i] > bv) {  // false for NaN
+      bv = z[i];
+      best = int(i);
+    }
+  return best;
+}
+
+void quality_metrics::add(const std::vector<float>& p, const std::vector<float>& r, int next) {
+  ++rows;
+  const auto lp = log_softmax(p), lr = log_softmax(r);
+  double kl = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    if (!std::isfinite(p[i])) ++nonfinite;
+    const double err = std::isfinite(p[i]) ? std::fabs(double(p[i]) - double(r[i])) : std::numeric_limits<double>::infinity();
+    max_abs_logit_error = std::max(max_abs_logit_error, err);
+    max_abs_logit = std::max(max_abs_logit, std::fabs(double(r[i])));
+    const double pr = std::exp(lr[i]);
+    if (pr > 0) kl += pr * (lr[i] - std::max(lp[i], -1e30));
+  }
+  sum_kl += kl;
+  if (argmax(p) == argmax(r)) ++top1_agree;
+  if (next >= 0) {
+    nll += -std::max(lp[std::size_t(next)], -1e30);
+    ref_nll += -lr[std::size_t(next)];
+    ++nll_count;
+  }
+}
+
+}  // namespace kelle::fn

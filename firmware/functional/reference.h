@@ -1,0 +1,63 @@
+// The golden model of functional mode: the same Llama-style decoder in plain C++, no platform,
+// no faults, fp32 arithmetic on the same int8-quantised weights (dequantised: q x scale), one
+// token at a time with a full KV cache, or attending only to the tokens a caller says a head
+// keeps (to compare with a KV policy that evicts). docs/functional.md.
+#pragma once
+
+#include "firmware/functional/llama_model.h"
+
+#include <functional>
+#include <vector>
+
+namespace kelle::fn {
+
+// x . W^T for an out x in int8 matrix: y[o] = scale[o] x sum_i q[o][i] x[i] (fp32).
+void matvec(const qmatrix& w, const float* x, float* y);
+void rmsnorm(const float* x, const std::vector<float>& gamma, float eps, unsigned n, float* out);
+// Rotates the (even, odd) pairs of one head vector of `hd` elements to position `pos`.
+void rope(float* v, unsigned hd, std::uint64_t pos, float theta);
+
+class reference_model {
+ public:
+  explicit reference_model(const quantised_model& m);
+
+  // The positions head (layer, kv_head) attends to for the token now at `pos` (ascending, all
+  // <= pos), or nullptr for every position so far.
+  using kept_fn = std::function<const std::vector<std::uint32_t>*(unsigned layer, unsigned kv_head)>;
+
+  // Feeds `token` at the next position; returns its logits (vocab).
+  std::vector<float> step(int token, const kept_fn& kept = {});
+  std::uint64_t position() const { return m_pos; }
+  // The cached K or V of (layer, kv head, position), after RoPE (K): head_dim values.
+  const float* k(unsigned layer, unsigned kvh, std::uint64_t pos) const;
+  const float* v(unsigned layer, unsigned kvh, std::uint64_t pos) const;
+
+ private:
+  const quantised_model& m_m;
+  std::uint64_t m_pos = 0;
+  std::vector<std::vector<float>> m_k, m_v;  // per layer: position x kv_dim
+};
+
+// Quality of the platform's logits against the reference (docs/functional.md, "Metrics").
+struct quality_metrics {
+  double max_abs_logit_error = 0;
+  double sum_kl = 0;           // KL(reference || platform) of the softmax distributions, summed
+  unsigned rows = 0, top1_agree = 0;
+  double max_abs_logit = 0;    // of the reference, for scale
+  unsigned nonfinite = 0;      // platform logits that are NaN or inf
+  double nll = 0;              // teacher-forced: -log p_platform(next token), summed
+  double ref_nll = 0;
+  unsigned nll_count = 0;
+
+  // Adds one row of logits; `next` >= 0 is the token that follows (for perplexity).
+  void add(const std::vector<float>& platform, const std::vector<float>& reference, int next = -1);
+  double kl_divergence() const { return rows ? sum_kl / rows : 0.0; }
+  double top1_agreement() const { return rows ? double(top1_agree) / rows : 1.0; }
+};
+
+// log-softmax of a row; NaN counts as -inf; a row of only non-finite values is uniform.
+std::vector<double> log_softmax(const std::vector<float>& logits);
+// The index of the largest finite value (the greedy choice); NaN never wins.
+int argmax(const std::vector<float>& logits);
+
+}  // namespace kelle::fn

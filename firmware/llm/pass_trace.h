@@ -1,0 +1,36 @@
+// The llm workload's part of the timeline (docs/timeline.md): it opens the recorder's window
+// for the passes in --timeline-steps, draws the passes and layers on the firmware tracks and
+// the activation lifetimes of one layer (--timeline-layer) on a track per buffer kind.
+#pragma once
+
+#include "firmware/schedulers/layer_ops.h"
+
+#include <systemc>
+
+#include <cstddef>
+
+namespace kelle {
+
+class pass_trace {
+ public:
+  // At elaboration: checks the traced layer against the model's layers and claims the window
+  // (nothing is recorded outside the passes in range). No-op without a timeline.
+  static void attach(unsigned layers);
+
+  // At a pass's start: opens the window if the pass is in range.
+  pass_trace(const pass_info& p, const layer_ops& ops);
+  void layer_begin(unsigned layer);
+  void layer_end(unsigned layer);
+  // When every command of the pass has completed: the lifetimes, the pass; closes the window.
+  void end();
+
+ private:
+  const layer_ops& m_ops;
+  bool m_on;
+  unsigned m_step;
+  bool m_prefill;
+  sc_core::sc_time m_start, m_layer_start;
+  std::size_t m_first = 0, m_last = 0;  // lifetime records of the traced layer
+};
+
+}  // namespace kelle

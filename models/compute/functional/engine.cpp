@@ -1,0 +1,240 @@
+#include "models/compute/functional/engine.h"
+
+#include "models/compute/functional/half.h"
+
+#include <algorithm>
+#include <cstring>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace kelle::fn {
+
+namespace {
+
+void put_half(std::vector<unsigned char>& out, const std::vector<float>& v, std::size_t from, std::size_t n) {
+  out.resize(n * 2);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint16_t h = to_half(v[from + i]);
+    out[2 * i] = static_cast<unsigned char>(h & 0xff);
+    out[2 * i + 1] = static_cast<unsigned char>(h >> 8);
+  }
+}
+
+const operand_map* use(const desc* d, const operand_map desc::*m) {
+  return d && !(d->*m).empty() ? &(d->*m) : nullptr;
+}
+
+}  // namespace
+
+std::vector<float> engine::gather(const operand_map* map, std::size_t p, std::uint64_t base, std::uint64_t rows,
+                                  std::uint64_t cols) {
+  std::vector<float> v(rows * cols, 0.0f);
+  std::vector<std::uint16_t> h;
+  auto load = [&](std::uint64_t addr, std::size_t at, std::size_t n) {
+    h.resize(n);
+    m_mem.read(addr, h.data(), n * 2);
+    for (std::size_t i = 0; i < n; ++i) v[at + i] = from_half(h[i]);
+  };
+  if (!map) {
+    load(base, 0, rows * cols);
+    return v;
+  }
+  if (p >= map->size()) throw std::logic_error("functional: operand map has too few products");
+  for (const piece& pc : (*map)[p]) {
+    if (pc.row >= rows || pc.col + pc.n > cols) throw std::logic_error("functional: piece outside its operand");
+    load(pc.addr, std::size_t(pc.row) * cols + pc.col, pc.n);
+  }
+  return v;
+}
+
+void engine::scatter(const operand_map* map, std::size_t p, std::uint64_t base, std::uint64_t rows,
+                     std::uint64_t cols, const std::vector<float>& v, writes& w) {
+  if (!map) {
+    w.emplace_back(base, std::vector<unsigned char>());
+    put_half(w.back().second, v, 0, rows * cols);
+    return;
+  }
+  if (p >= map->size()) throw std::logic_error("functional: operand map has too few products");
+  for (const piece& pc : (*map)[p]) {
+    if (pc.row >= rows || pc.col + pc.n > cols) throw std::logic_error("functional: piece outside its operand");
+    w.emplace_back(pc.addr, std::vector<unsigned char>());
+    put_half(w.back().second, v, std::size_t(pc.row) * cols + pc.col, pc.n);
+  }
+}
+
+void engine::start(const compute_block& block, const command& c) { m_pending[&block][c.id] = compute(c); }
+
+void engine::run(const command& c) {
+  for (const auto& [addr, bytes] : compute(c)) m_mem.write(addr, bytes.data(), bytes.size());
+}
+
+engine::writes engine::compute(const command& c) {
+  auto it = m_desc.find(c.id);
+  std::shared_ptr<const desc> d;
+  if (it != m_desc.end()) {
+    d = it->second;
+    m_desc.erase(it);
+  }
+  writes w;
+  switch (c.op) {
+    case opcode::gemm:
+    case opcode::gemm_transposed: gemm(c, d.get(), w); break;
+    case opcode::copy: {
+      const std::uint64_t n = std::uint64_t(c.m) * c.k;
+      w.emplace_back(c.addr_c, std::vector<unsigned char>(n));
+      m_mem.read(c.addr_a, w.back().second.data(), n);
+      break;
+    }
+    case opcode::evict_select: break;  // the evictor's victims come from its score registers
+    default: sfu(c, d.get(), w); break;
+  }
+  ++m_commands;
+  return w;
+}
+
+void engine::finish(const compute_block& block, const command& c) {
+  auto& per = m_pending[&block];
+  auto it = per.find(c.id);
+  if (it == per.end()) return;
+  for (const auto& [addr, bytes] : it->second) m_mem.write(addr, bytes.data(), bytes.size());
+  per.erase(it);
+}
+
+void engine::gemm(const command& c, const desc* d, writes& w) {
+  const bool tr = c.op == opcode::gemm_transposed;
+  const bool b16 = tr || (c.flags & flag_b_16bit);
+  const std::uint64_t M = c.m, K = c.k, N = c.n, S = c.extra, Mp = M + S, B = c.batch ? c.batch : 1;
+  const operand_map *am = use(d, &desc::a), *bm = use(d, &desc::b), *cm = use(d, &desc::c);
+  std::vector<float> scales(N, 1.0f);
+  if (!b16 && d && d->scales) m_mem.read(d->scales, scales.data(), N * 4);
+  for (std::uint64_t p = 0; p < B; ++p) {
+    std::vector<float> a;
+    if (am) {
+      a = gather(am, p, 0, Mp, K);
+    } else {
+      a = gather(nullptr, p, c.addr_a + p * M * K * 2, M, K);
+      if (S) {
+        const auto e = gather(nullptr, p, c.addr_d + p * S * K * 2, S, K);
+        a.insert(a.end(), e.begin(), e.end());
+      }
+    }
+    // B as a K x N matrix (gemm_transposed: stored N x K).
+    std::vector<float> b;
+    if (b16) {
+      b = tr ? gather(bm, p, c.addr_b + p * N * K * 2, N, K) : gather(bm, p, c.addr_b + p * K * N * 2, K, N);
+    } else {
+      std::vector<std::int8_t> q(K * N);
+      m_mem.read(c.addr_b + p * K * N, q.data(), K * N);
+      b.assign(q.begin(), q.end());
+    }
+    std::vector<float> out(Mp * N, 0.0f);
+    for (std::uint64_t r = 0; r < Mp; ++r) {
+      float* o = &out[r * N];
+      for (std::uint64_t k = 0; k < K; ++k) {
+        const float x = a[r * K + k];
+        if (x == 0.0f) continue;  // a zero (masked) input contributes nothing
+        if (tr) {
+          for (std::uint64_t n = 0; n < N; ++n) o[n] += x * b[n * K + k];
+        } else {
+          const float* br = &b[k * N];
+          for (std::uint64_t n = 0; n < N; ++n) o[n] += x * br[n];
+        }
+      }
+      if (!b16)
+        for (std::uint64_t n = 0; n < N; ++n) o[n] *= scales[n];
+    }
+    scatter(cm, p, c.addr_c + p * Mp * N * 2, Mp, N, out, w);
+  }
+}
+
+void engine::sfu(const command& c, const desc* d, writes& w) {
+  const std::uint64_t M = c.m, K = c.k;
+  const operand_map *am = use(d, &desc::a), *cm = use(d, &desc::c);
+  std::vector<float> x = gather(am, 0, c.addr_a, M, K);
+  std::vector<float> y(M * K, 0.0f);
+  switch (c.op) {
+    case opcode::softmax: {
+      const float sc = d ? d->scale : 1.0f;
+      for (std::uint64_t r = 0; r < M; ++r) {
+        const std::uint64_t n = d && !d->valid.empty() ? std::min<std::uint64_t>(K, d->valid.at(r)) : K;
+        const float* in = &x[r * K];
+        float* o = &y[r * K];
+        float mx = -std::numeric_limits<float>::infinity();
+        for (std::uint64_t i = 0; i < n; ++i)
+          if (!std::isnan(in[i])) mx = std::max(mx, in[i] * sc);
+        float sum = 0;
+        for (std::uint64_t i = 0; i < n; ++i) sum += (o[i] = std::isnan(in[i]) || !std::isfinite(mx) ? 0.0f : std::exp(in[i] * sc - mx));
+        for (std::uint64_t i = 0; i < n; ++i) o[i] = sum > 0 ? o[i] / sum : 0.0f;
+        if (d && d->on_row) d->on_row(r, o, static_cast<std::uint32_t>(n));
+      }
+      break;
+    }
+    case opcode::rmsnorm:
+    case opcode::layernorm: {
+      const bool ln = c.op == opcode::layernorm;
+      const std::uint64_t ga = d && d->gamma ? d->gamma : c.addr_b;
+      const std::vector<float> g = gather(nullptr, 0, ga, ln ? 2 : 1, K);
+      const float eps = d ? d->eps : 1e-5f;
+      for (std::uint64_t r = 0; r < M; ++r) {
+        const float* in = &x[r * K];
+        float mean = 0, ss = 0;
+        if (ln) {
+          for (std::uint64_t i = 0; i < K; ++i) mean += in[i];
+          mean /= float(K);
+        }
+        for (std::uint64_t i = 0; i < K; ++i) ss += (in[i] - mean) * (in[i] - mean);
+        const float s = 1.0f / std::sqrt(ss / float(K) + eps);
+        for (std::uint64_t i = 0; i < K; ++i) y[r * K + i] = (in[i] - mean) * s * g[i] + (ln ? g[K + i] : 0.0f);
+      }
+      break;
+    }
+    case opcode::rope: {
+      std::vector<float> table;
+      const bool pos = d && !d->positions.empty();
+      if (!pos) table = gather(nullptr, 0, c.addr_b, M, K);
+      for (std::uint64_t r = 0; r < M; ++r)
+        for (std::uint64_t i = 0; i < K; i += 2) {
+          float cs, sn;
+          if (pos) {
+            const double a = double(d->positions.at(r)) * std::pow(double(d->theta), -double(i) / double(K));
+            cs = float(std::cos(a)), sn = float(std::sin(a));
+          } else {
+            cs = table[r * K + i], sn = table[r * K + i + 1];
+          }
+          const float x0 = x[r * K + i], x1 = x[r * K + i + 1];
+          y[r * K + i] = x0 * cs - x1 * sn;
+          y[r * K + i + 1] = x0 * sn + x1 * cs;
+        }
+      break;
+    }
+    case opcode::add:
+    case opcode::mul: {
+      const std::vector<float> b = gather(nullptr, 0, c.addr_b, M, K);
+      for (std::size_t i = 0; i < y.size(); ++i) y[i] = c.op == opcode::add ? x[i] + b[i] : x[i] * b[i];
+      break;
+    }
+    case opcode::silu:
+      for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
+      break;
+    case opcode::gelu:
+      for (std::size_t i = 0; i < y.size(); ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] / std::sqrt(2.0f)));
+      break;
+    case opcode::exp:
+      for (std::size_t i = 0; i < y.size(); ++i) y[i] = std::exp(x[i]);
+      break;
+    case opcode::min_search: {
+      std::vector<std::uint32_t> idx(M);
+      for (std::uint64_t r = 0; r < M; ++r)
+        idx[r] = static_cast<std::uint32_t>(std::min_element(x.begin() + std::ptrdiff_t(r * K), x.begin() + std::ptrdiff_t(r * K + K)) -
+                                            (x.begin() + std::ptrdiff_t(r * K)));
+      w.emplace_back(c.addr_c, std::vector<unsigned char>(M * 4));
+      std::memcpy(w.back().second.data(), idx.data(), M * 4);
+      return;
+    }
+    default: return;
+  }
+  scatter(cm, 0, c.addr_c, M, K, y, w);
+}
+
+}  // namespace kelle::fn

@@ -174,6 +174,14 @@ void functional_run::connect(driver& d, memory_plan& plan, layer_ops& ops, kv_po
         if (!policy->tracked(b, h))
           throw config_error("policy: functional mode needs the policy's exact bookkeeping of every sequence and head "
                              "(leave policy.exact_sequences, exact_layers and exact_heads at 0)");
+  // Real data must not share bytes: the plan carves a KV memory from its start, so a KV cache
+  // placed in the DRAM itself (placement.kv_memory) would lie over the weights.
+  const std::uint64_t w0 = plan.weights(0).q, w1 = plan.lm_head() + 2 * align(std::uint64_t(m_shape.vocab) * m_shape.hidden);
+  for (unsigned l = 0; l < m_shape.layers; ++l)
+    for (const region* r : {&plan.kv(l).k, &plan.kv(l).v})
+      if (r->addr < w1 && r->addr + r->bytes > w0)
+        throw config_error("workload.placement.kv_memory: functional mode needs the KV cache apart from the weights; "
+                           "in " + r->memory + " the plan puts it over them (use an on-chip KV memory)");
   m_slots.assign(std::size_t(m_shape.layers) * m_batch * m_kvh, head_slots{});
   for (auto& h : m_slots) h.slot_pos.assign(plan.kv_token_slots(), -1);
   m_kv_on_chip = plan.kv_layers_on_chip();
@@ -356,6 +364,7 @@ void functional_run::load() {
     if (!m_plan->kv(l).v.on_chip) top = std::max(top, m_plan->kv(l).v.addr + m_plan->kv(l).v.bytes);
   if (top + (1ull << 24) > m_const)
     throw std::runtime_error("functional mode: the DRAM has no room for the model's constants above its weights and KV");
+
   std::uint64_t at = m_const;
   auto take = [&](std::uint64_t bytes) {
     const std::uint64_t a = at;

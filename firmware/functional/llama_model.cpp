@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -60,7 +61,7 @@ llama_config llama2c_config(const std::string& path, const std::string& bytes) {
   for (int i = 0; i < 7; ++i)
     if (i != 5 && h[i] <= 0)
       bad(path, "llama2.c header field " + std::to_string(i) + " is " + std::to_string(h[i]) + " (expected > 0)");
-  if (h[5] == 0) bad(path, "llama2.c header: vocab_size is 0");
+  if (h[5] == 0 || h[5] == INT32_MIN) bad(path, "llama2.c header: vocab_size is " + std::to_string(h[5]));
   llama_config c;
   c.name = std::filesystem::path(path).stem().string();
   c.dim = unsigned(h[0]), c.ffn = unsigned(h[1]), c.layers = unsigned(h[2]), c.heads = unsigned(h[3]),
@@ -562,7 +563,8 @@ std::vector<int> tokenizer::encode(const std::string& text, bool bos, bool eos) 
     if (id >= 0) {
       t.push_back(id);
     } else {
-      for (unsigned char b : cp) t.push_back(int(b) + 3);  // byte fallback: <0x00> is id 3
+      for (unsigned char b : cp)  // byte fallback: <0x00> is id 3 (<unk> if the vocabulary has no byte tokens)
+        t.push_back(std::size_t(b) + 3 < m_vocab.size() ? int(b) + 3 : 0);
     }
     cp.clear();
   }

@@ -43,7 +43,12 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
     p.fail("context_len", "context_len + decode_len = " + std::to_string(m_context + m_decode) +
                               " tokens exceeds workload.max_tokens = " + std::to_string(limit));
   if (!a.root) throw config_error("the llm workload needs the scenario's top level");
-  m_scheduler_name = a.root->get_choice("scheduler", "kelle", schedulers().name_list());
+  // The system's firmware (system.firmware: scheduler, policy.kv, policy.refresh) unless the
+  // scenario's top level says otherwise.
+  const config_node fw = a.root->child_or_empty("system").child_or_empty("firmware");
+  const config_node fw_policy = fw.child_or_empty("policy");
+  m_scheduler_name = a.root->get_choice("scheduler", fw.get_choice("scheduler", "kelle", schedulers().name_list()),
+                                        schedulers().name_list());
   m_scheduler = schedulers().create(m_scheduler_name);
   m_progress = p.get_bool("progress", true, "show progress on a terminal") && isatty(STDERR_FILENO);
   m_sample_every = static_cast<unsigned>(p.get_uint(
@@ -59,9 +64,15 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
 
   // KV-cache policy (top-level `policy`) and where its attention scores come from.
   const config_node pol = a.root->child_or_empty("policy");
-  const std::string kv_name = pol.get_choice("kv", "full", kv_policies().name_list());
+  const std::string kv_name =
+      pol.get_choice("kv", fw_policy.get_choice("kv", "full", kv_policies().name_list()), kv_policies().name_list());
   std::uint64_t kv_tokens = m_context + m_decode;
-  if (kv_name != "full") {
+  if (kv_name == "full") {
+    // A full cache has no budget, window or sinks: a study that sweeps systems sets them for
+    // the policies that evict; here they are read and have no effect.
+    for (const char* k : {"kv_budget", "recent_window", "sink_tokens", "exact_sequences", "exact_layers", "exact_heads"})
+      pol.get_uint(k, 0, "ignored by full");
+  } else {
     // `full` keeps every token: no scores to track (its bookkeeping would cost O(tokens^2)).
     const config_node att = p.child_or_empty("attention");
     const bool functional_scores = m_fn && att.get_choice("type", "functional", attention_sources().name_list()) == "functional";
@@ -75,7 +86,8 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
     if (m_policy->budget() > 0)  // the prefill holds the whole context; then at most the budget
       kv_tokens = std::min(kv_tokens, std::max<std::uint64_t>(m_policy->budget(), m_context));
   }
-  const std::string refresh_name = pol.get_choice("refresh", "none", refresh_policies().name_list());
+  const std::string refresh_name = pol.get_choice(
+      "refresh", fw_policy.get_choice("refresh", "none", refresh_policies().name_list()), refresh_policies().name_list());
   m_refresh = refresh_policies().create(refresh_name, pol);
   if (m_refresh->needs_groups() && !m_policy)
     pol.fail("refresh", refresh_name + " needs the high/low-score groups of a KV policy that scores tokens "
@@ -172,9 +184,11 @@ void llm_workload::apply_policy(pass_info& p) {
 }
 
 void llm_workload::apply_refresh() {
-  for (unsigned l = 0; l < m_plan->kv_layers_on_chip(); ++l) {
+  for (unsigned l = 0; l < m_plan->kv_layers_touching_chip(); ++l) {
     const kv_layer_report r = m_policy ? m_policy->layer_total(l) : kv_layer_report{};
-    for (const region* reg : {&m_plan->kv(l).k, &m_plan->kv(l).v})
+    const memory_plan::kv_layer& kv = m_plan->kv(l);
+    const bool part = l >= m_plan->kv_layers_on_chip();
+    for (const region* reg : {part ? &kv.k_chip : &kv.k, part ? &kv.v_chip : &kv.v})
       if (auto* e = dynamic_cast<edram*>(m_platform.memory(reg->memory)))
         m_refresh->apply(*e, reg->addr - m_platform.interconnect().base_of(reg->memory), reg->bytes,
                          m_policy ? &r : nullptr);
@@ -200,9 +214,11 @@ void llm_workload::run() {
         if (auto* e = dynamic_cast<edram*>(m_platform.memory(r.memory)))
           e->mark_live(r.addr - m_platform.interconnect().base_of(r.memory), r.bytes);
       }
+    mark_context_chip_slots();
   } else {
     progress("prefill", 0, 1);
     pass(p);  // the prefill attends to the whole context
+    mark_context_chip_slots();
     if (m_policy) m_policy->prefill(m_context);
     apply_refresh();
     progress("prefill", 1, 1);
@@ -271,8 +287,21 @@ double llm_workload::attended_total(const pass_info& p) const {
   return x;
 }
 
+void llm_workload::mark_context_chip_slots() {
+  // A partly placed layer's context goes to DRAM in the prefill (one projection writes all of
+  // it); its first slots are copied to chip as the prefill ends, where decode reads them.
+  const unsigned l = m_plan->kv_layers_on_chip();
+  if (l >= m_plan->kv_layers_touching_chip() || !m_ops->chip_slots(l)) return;
+  const memory_plan::kv_layer& kv = m_plan->kv(l);
+  const double share = static_cast<double>(std::min(m_context, kv.chip_tokens)) / static_cast<double>(kv.chip_tokens);
+  for (const region* r : {&kv.k_chip, &kv.v_chip})
+    if (auto* e = dynamic_cast<edram*>(m_platform.memory(r->memory)))
+      e->mark_live(r->addr - m_platform.interconnect().base_of(r->memory),
+                   static_cast<std::uint64_t>(share * static_cast<double>(r->bytes)));
+}
+
 void llm_workload::mark_kv_live(const pass_info& p) {
-  for (unsigned l = 0; l < m_plan->kv_layers_on_chip(); ++l)
+  for (unsigned l = 0; l < m_plan->kv_layers_touching_chip(); ++l)
     for (bool v : {false, true}) {
       const region r = m_ops->kv_slot(l, v, p);
       if (auto* e = dynamic_cast<edram*>(m_platform.memory(r.memory)))
@@ -462,7 +491,7 @@ void llm_workload::add_results(nlohmann::json& r) const {
   }
   // Refresh of the on-chip KV data.
   nlohmann::json fail = nullptr, rate = nullptr;
-  if (m_plan->kv_layers_on_chip() > 0) {
+  if (m_plan->kv_layers_touching_chip() > 0) {
     const region& kv0 = m_plan->kv(0).k;
     if (auto* e = dynamic_cast<edram*>(m_platform.memory(kv0.memory))) {
       if (m_refresh->name() != "none") fail = m_refresh->expected_failed_bits(e->retention());
@@ -485,6 +514,9 @@ void llm_workload::add_results(nlohmann::json& r) const {
               {"scheduler", m_scheduler_name},
               {"weight_bytes_per_pass", m_model.weight_bytes_per_pass()},
               {"kv_layers_on_chip", m_plan->kv_layers_on_chip()},
+              {"kv_chip_tokens", m_plan->kv_layers_touching_chip() > m_plan->kv_layers_on_chip()
+                                     ? m_plan->kv(m_plan->kv_layers_on_chip()).chip_tokens
+                                     : 0},
               {"placement", m_plan->describe()},
               {"energy_per_token_J", generated > 0 ? energy / generated : 0.0}};
   if (m_fn) m_fn->add_results(r);  // `quality` and `functional`

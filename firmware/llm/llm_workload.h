@@ -62,6 +62,8 @@ class llm_workload : public workload {
   double attended_total(const pass_info& p) const;
   // Marks the new tokens' KV slots live in on-chip eDRAM (steps that are not simulated).
   void mark_kv_live(const pass_info& p);
+  // Marks the context's slots of a partly placed layer live on chip (after the prefill).
+  void mark_context_chip_slots();
   // The kept-set sizes of the policy's last pass, per layer.
   void apply_policy(pass_info& p);
   // Sets the refresh intervals of the on-chip KV regions held in eDRAM.

@@ -91,11 +91,15 @@ ticket layer_ops::sfu(opcode op, const tensor& in, std::uint64_t rows, std::uint
 }
 
 region layer_ops::kv_slot(unsigned layer, bool v, const pass_info& pass) const {
-  const region& base = v ? m_plan.kv(layer).v : m_plan.kv(layer).k;
+  const memory_plan::kv_layer& kv = m_plan.kv(layer);
   const std::uint64_t per_token = std::uint64_t(m_model.kv_heads) * m_model.head_dim * model_shape::act_bytes;
-  region r = base;
   // A new token takes an evicted slot once the cache is full (policies overwrite in place).
-  r.addr = base.addr + (pass.kv_offset % m_plan.kv_token_slots()) * per_token * pass.batch;
+  const std::uint64_t slot = pass.kv_offset % m_plan.kv_token_slots();
+  // Slots below chip_tokens of a partly placed layer are on chip (a range that straddles the
+  // boundary, a prefill's, is written to DRAM; docs/firmware.md).
+  const bool chip = chip_slots(layer) && slot + pass.rows <= kv.chip_tokens;
+  region r = chip ? (v ? kv.v_chip : kv.k_chip) : (v ? kv.v : kv.k);
+  r.addr += slot * per_token * pass.batch;
   r.bytes = pass.batch * pass.rows * per_token;
   return r;
 }
@@ -123,10 +127,20 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
   const memory_plan::kv_layer& kv = m_plan.kv(layer);
   depend(q, "rsa");
   ticket last;
+  // The tokens a head attends to occupy its first N slots; with a partly placed layer the first
+  // chip_tokens of them are read from chip and the rest from DRAM, by one command each.
+  const std::uint64_t n_chip = chip_slots(layer) ? std::min(N, kv.chip_tokens) : 0;
   for (std::uint64_t h0 = 0, j = 0; h0 < kvh; h0 += hg, ++j) {
     const std::uint64_t h = std::min(hg, kvh - h0);
     tensor& s = buf[j % 2];
     if (user[j % 2].valid()) m_drv.wait(user[j % 2]);  // the buffer's previous group is done
+    if (n_chip) {
+      chip_attention(q, pass, layer, out, s, h0, h, n_chip);
+      last = s.producer;
+      user[j % 2] = last;
+      s = tensor{s.where, {}, -1, "scores"};
+      continue;
+    }
     command qk;
     qk.op = opcode::gemm_transposed;
     qk.batch = static_cast<std::uint32_t>(B * h);
@@ -167,6 +181,65 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
   // The score buffers are free once the last group is done; the scheduler rewinds the arena at
   // the end of the layer.
   return last;
+}
+
+bool layer_ops::chip_slots(unsigned layer) const {
+  // Functional mode reads the cache in one command per group (its data layout), so it keeps
+  // the partly placed layer in DRAM.
+  return !m_fn && m_plan.kv(layer).chip_tokens > 0;
+}
+
+void layer_ops::chip_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out, tensor& s,
+                               std::uint64_t h0, std::uint64_t h, std::uint64_t n_chip) {
+  const std::uint64_t B = pass.batch, T = pass.rows, N = pass.attended(layer), D = m_model.head_dim;
+  const std::uint64_t g = m_model.heads / m_model.kv_heads, ab = model_shape::act_bytes;
+  const memory_plan::kv_layer& kv = m_plan.kv(layer);
+  struct part {
+    const region* k;
+    const region* v;
+    std::uint64_t first, n, slots;  // first token, tokens, slots of the region
+  };
+  std::vector<part> parts = {{&kv.k_chip, &kv.v_chip, 0, n_chip, kv.chip_tokens}};
+  if (N > n_chip) parts.push_back({&kv.k, &kv.v, n_chip, N - n_chip, m_plan.kv_token_slots()});
+  const std::uint64_t scores = B * h * g * T * N * ab;
+  ticket t1;
+  for (const part& pt : parts) {  // q . K^T of each part into its columns of the score rows
+    command qk;
+    qk.op = opcode::gemm_transposed;
+    qk.batch = static_cast<std::uint32_t>(B * h);
+    qk.m = static_cast<std::uint32_t>(g * T);
+    qk.k = static_cast<std::uint32_t>(D);
+    qk.n = static_cast<std::uint32_t>(pt.n);
+    qk.addr_a = q.where.addr + B * h0 * g * T * D * ab;
+    qk.addr_b = pt.k->addr + (B * h0 * pt.slots + (pt.k == &kv.k ? pt.first : 0)) * D * ab;
+    qk.addr_c = s.where.addr + pt.first * ab;
+    t1 = m_drv.submit("rsa", qk);
+    count(*pt.k, B * h * pt.n * D * ab, &traffic::kv);
+    count(q.where, B * h * g * T * D * ab, &traffic::activations);
+  }
+  count(s.where, scores, &traffic::activations);
+  produced(s, t1);
+  s.producer = sfu(opcode::softmax, s, B * h * g * T, N, s.where);
+  depend(s, "rsa");
+  ticket last;
+  for (const part& pt : parts) {  // A . V accumulated over the parts
+    command av;
+    av.op = opcode::gemm;
+    av.flags = flag_b_16bit;
+    av.batch = static_cast<std::uint32_t>(B * h);
+    av.m = static_cast<std::uint32_t>(g * T);
+    av.k = static_cast<std::uint32_t>(pt.n);
+    av.n = static_cast<std::uint32_t>(D);
+    av.addr_a = s.where.addr + pt.first * ab;
+    av.addr_b = pt.v->addr + (B * h0 * pt.slots + (pt.v == &kv.v ? pt.first : 0)) * D * ab;
+    av.addr_c = out.addr + B * h0 * g * T * D * ab;
+    last = m_drv.submit("rsa", av);
+    count(*pt.v, B * h * pt.n * D * ab, &traffic::kv);
+    count(s.where, B * h * g * T * pt.n * ab, &traffic::activations);
+  }
+  count(out, B * h * g * T * D * ab, &traffic::activations);
+  last_use(s, last);
+  s.producer = last;
 }
 
 tile_load layer_ops::prefetch_ffn(unsigned layer) {

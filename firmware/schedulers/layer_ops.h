@@ -119,6 +119,8 @@ class layer_ops {
   memory_plan& plan() { return m_plan; }
   const model_shape& model() const { return m_model; }
 
+  // Whether `layer` keeps some token slots on chip (placement `fill`).
+  bool chip_slots(unsigned layer) const;
   // KV bytes the projections wrote into the cache (wherever it lives).
   double kv_bytes_written() const { return m_kv_written; }
   const traffic& dram() const { return m_dram_traffic; }
@@ -133,6 +135,10 @@ class layer_ops {
 
  private:
   tile_load load_tile(std::uint64_t src, std::uint64_t bytes);
+  // One KV-head group's attention over a partly placed layer: the on-chip slots and the DRAM
+  // slots each by their own q . K^T and A . V commands; s.producer is the last A . V on return.
+  void chip_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out, tensor& s,
+                      std::uint64_t h0, std::uint64_t h, std::uint64_t n_chip);
   void count(const region& r, std::uint64_t bytes, double traffic::*kind);
 
   driver& m_drv;

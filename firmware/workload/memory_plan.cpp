@@ -80,8 +80,9 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
   // KV cache.
   const std::uint64_t half = std::uint64_t(batch) * max_tokens * kv * model_shape::act_bytes;  // K or V of a layer
   const std::uint64_t kvcap = p.memory(kvmem)->capacity_bytes() - used[kvmem];
-  pl.get_choice("kv_placement", "first_layers", {"first_layers"});
+  const bool fill = pl.get_choice("kv_placement", "fill", {"first_layers", "fill"}) == "fill";
   m_kv_on_chip = static_cast<unsigned>(std::min<std::uint64_t>(m.layers, kvcap / align(2 * half)));
+  const std::uint64_t token_bytes = std::uint64_t(batch) * kv * model_shape::act_bytes;  // one slot, K or V
   for (unsigned l = 0; l < m.layers; ++l) {
     kv_layer k;
     if (l < m_kv_on_chip) {
@@ -90,6 +91,14 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
     } else {
       k.k = region{m_dram, d, half, false}, d += align(half);
       k.v = region{m_dram, d, half, false}, d += align(half);
+      if (fill && l == m_kv_on_chip) {  // what capacity is left holds this layer's first slots
+        const std::uint64_t left = p.memory(kvmem)->capacity_bytes() - used[kvmem];
+        k.chip_tokens = std::min<std::uint64_t>(max_tokens - 1, left / (2 * align(token_bytes)));
+        if (k.chip_tokens) {
+          k.k_chip = take(kvmem, k.chip_tokens * token_bytes);
+          k.v_chip = take(kvmem, k.chip_tokens * token_bytes);
+        }
+      }
     }
     m_kv.push_back(k);
   }
@@ -122,6 +131,8 @@ std::string memory_plan::describe() const {
   o << "weight tile buffers 2 x " << (m_weight_buf[0].bytes >> 10) << " KiB in " << m_weight_buf[0].memory
     << "; KV of " << m_kv_on_chip << " of " << m_kv.size() << " layers on chip";
   if (!m_kv.empty()) o << " (" << (m_kv[0].k.bytes * 2 >> 10) << " KiB per layer)";
+  if (kv_layers_touching_chip() > m_kv_on_chip)
+    o << " and the first " << m_kv[m_kv_on_chip].chip_tokens << " token slots of layer " << m_kv_on_chip;
   o << "; activation arena " << (m_arena.bytes >> 10) << " KiB in " << m_arena.memory;
   return o.str();
 }

@@ -42,9 +42,19 @@ class memory_plan {
 
   struct kv_layer {
     region k, v;  // K then V of every sequence: batch x max_tokens x kv_heads x head_dim
+    // Placement `fill`: the layer after the whole on-chip layers keeps its first chip_tokens
+    // token slots (of every sequence and head) on chip, in k_chip and v_chip; the rest of its
+    // slots are in k and v (DRAM).
+    std::uint64_t chip_tokens = 0;
+    region k_chip, v_chip;
   };
   const kv_layer& kv(unsigned layer) const { return m_kv[layer]; }
+  // Layers whose whole KV is on chip (the first ones).
   unsigned kv_layers_on_chip() const { return m_kv_on_chip; }
+  // Layers with any KV on chip: the whole ones and, with `fill`, the partly placed one.
+  unsigned kv_layers_touching_chip() const {
+    return m_kv_on_chip + (m_kv_on_chip < m_kv.size() && m_kv[m_kv_on_chip].chip_tokens ? 1 : 0);
+  }
   // Token slots per sequence in each layer's cache (new tokens reuse evicted slots).
   std::uint64_t kv_token_slots() const { return m_kv_tokens; }
 

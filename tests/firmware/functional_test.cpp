@@ -26,6 +26,7 @@ constexpr double kl_tol = 1e-4;
 const char* const tiny_yaml =
     "system: kelle_edram\n"
     "mode: functional\n"
+    "policy: {kv: full, refresh: none}\n"
     "workload:\n"
     "  type: llm\n"
     "  model: {name: tiny, layers: 2, hidden: 64, heads: 4, kv_heads: 2, ffn: 128, vocab: 256}\n"
@@ -140,7 +141,7 @@ TEST_CASE("functional: a weights file (llama2.c) runs on the platform", "[functi
   c.dim = 32, c.ffn = 64, c.layers = 2, c.heads = 4, c.kv_heads = 4, c.vocab = 64, c.seq_len = 64;
   fn::write_llama2c(fn::random_weights(c, 9), (dir / "m.bin").string());
   const auto r = run({"workload.model=" + (dir / "m.bin").string()},
-                     "system: kelle_edram\nmode: functional\nworkload: {type: llm, model: x, context_len: 8, "
+                     "system: kelle_edram\nmode: functional\npolicy: {kv: full, refresh: none}\nworkload: {type: llm, model: x, context_len: 8, "
                      "decode_len: 4, progress: false}\n");
   matches_reference(r);
   CHECK(r["llm"]["model"] == "m");
@@ -167,7 +168,7 @@ TEST_CASE("functional: perplexity of a text through a llama2.c model and its tok
   fn::write_llama2c(fn::random_weights(c, 4), (dir / "m.bin").string());
   const auto r = run({"workload.model=" + (dir / "m.bin").string(), "functional.text=" + (dir / "text.txt").string(),
                       "functional.tokenizer=" + (dir / "tokenizer.bin").string()},
-                     "system: kelle_edram\nmode: functional\nworkload: {type: llm, model: x, context_len: 8, "
+                     "system: kelle_edram\nmode: functional\npolicy: {kv: full, refresh: none}\nworkload: {type: llm, model: x, context_len: 8, "
                      "decode_len: 8, progress: false}\n");
   const auto& q = r["quality"];
   CHECK(q["perplexity_tokens"] == 9);

@@ -13,7 +13,9 @@ namespace {
 nlohmann::json llm(std::vector<std::string> overrides) {
   const std::string out = test::in_child_process([&] {
     // Larger operand transactions than the system's defaults: same totals, faster runs.
-    std::vector<std::string> o = {"system.compute.rsa.chunk_bytes=262144",
+    // The Kelle accelerator with a full cache and no refresh policy unless a test sets them
+    // (kelle_edram's firmware defaults are AERP and 2DRP).
+    std::vector<std::string> o = {"policy.kv=full", "policy.refresh=none", "system.compute.rsa.chunk_bytes=262144",
                                   "system.compute.rsa.weight_buffer_bytes=1048576",
                                   "system.compute.dma.chunk_bytes=1048576", "workload.progress=false"};
     o.insert(o.end(), overrides.begin(), overrides.end());
@@ -96,8 +98,10 @@ TEST_CASE("llm: decode is weight-bound at batch 1 and KV-bound at batch 16 past 
   const double per_token = double(m->layers * m->kv_bytes_per_token_layer());
   CHECK(W / (16 * per_token) == Approx(788).epsilon(0.01));
   auto step = [&](unsigned batch, unsigned context) {
+    // Whole layers on chip (the arithmetic below); `fill` is tested on its own.
     return llm({"scheduler=baseline", "workload.model=llama2-7b", "workload.skip_prefill=true", "workload.decode_len=1",
-                "workload.batch=" + std::to_string(batch), "workload.context_len=" + std::to_string(context)});
+                "workload.placement.kv_placement=first_layers", "workload.batch=" + std::to_string(batch),
+                "workload.context_len=" + std::to_string(context)});
   };
   for (const auto& [batch, context] : std::vector<std::pair<unsigned, unsigned>>{{16, 400}, {16, 1000}, {1, 1000}}) {
     INFO("batch " << batch << ", context " << context);
@@ -135,7 +139,7 @@ TEST_CASE("llm: a KV policy bounds the tokens each decode step attends to", "[ll
   auto run = [](const char* kv) {
     return llm({"workload.model=llama2-7b", "workload.skip_prefill=true", "workload.context_len=256",
                 "workload.decode_len=1", "workload.batch=2", std::string("policy.kv=") + kv,
-                "scheduler=baseline"});
+                "scheduler=baseline", "workload.placement.kv_placement=first_layers"});
   };
   const auto full = run("full"), aep = run("aep");
   const auto m = models().create("llama2-7b");
@@ -182,4 +186,27 @@ TEST_CASE("llm: 2DRP without a scoring KV policy is a configuration error", "[ll
   CHECK_THROWS_WITH(llm({"workload.model=llama2-7b", "workload.context_len=8", "workload.decode_len=1",
                          "policy.refresh=2drp"}),
                     Catch::Matchers::Contains("policy.refresh: 2drp needs the high/low-score groups"));
+}
+
+TEST_CASE("llm: placement fill keeps the first token slots of the next layer on chip", "[llm]") {
+  // Batch 2, context 256, full cache: no whole layer fits the 4 MiB KV eDRAM (8 MiB each), so
+  // `fill` puts the first 4 MiB / (K and V x 2 sequences x 4096 x 2 B) = 128 slots of layer 0
+  // on chip, and decode reads them from there; refresh pays for them.
+  auto run = [](const char* placement) {
+    return llm({"workload.model=llama2-7b", "workload.skip_prefill=true", "workload.context_len=256",
+                "workload.decode_len=1", "workload.batch=2", "scheduler=baseline", "policy.refresh=uniform",
+                std::string("workload.placement.kv_placement=") + placement});
+  };
+  const auto layers = run("first_layers"), fill = run("fill");
+  const auto m = models().create("llama2-7b");
+  const double slot = 2.0 * double(m->kv_bytes_per_token_layer());  // K and V of one token, both sequences
+  REQUIRE(fill["llm"]["kv_layers_on_chip"] == 0);
+  CHECK(fill["llm"]["kv_chip_tokens"] == 128);
+  // Reads of 257 tokens and the write of the new one per layer, less layer 0's 128 on-chip slots.
+  CHECK(layers["traffic_bytes"]["dram_kv"].get<double>() == Approx(slot * 258 * m->layers));
+  CHECK(fill["traffic_bytes"]["dram_kv"].get<double>() == Approx(slot * (258 * m->layers - 128)));
+  CHECK(fill["stats"]["kv_edram"]["bytes_read"]["value"].get<double>() == Approx(slot * 128));
+  CHECK(fill["stats"]["kv_edram"]["live_bytes"]["value"].get<double>() == Approx(4 << 20));
+  CHECK(fill["energy_breakdown_J"]["kv_edram_refresh"].get<double>() > 0);
+  CHECK(layers["energy_breakdown_J"]["kv_edram_refresh"].get<double>() == 0);
 }

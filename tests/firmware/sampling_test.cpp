@@ -12,7 +12,8 @@ namespace {
 
 nlohmann::json run(std::vector<std::string> overrides) {
   const std::string out = test::in_child_process([&] {
-    std::vector<std::string> o = {"workload.progress=false"};
+    // A full cache unless a test sets a policy (kelle_edram's firmware runs AERP and 2DRP).
+    std::vector<std::string> o = {"workload.progress=false", "policy.kv=full", "policy.refresh=none"};
     o.insert(o.end(), overrides.begin(), overrides.end());
     auto cfg = config::from_string("system: kelle_edram\nworkload: {type: llm}\n", "sampling.yaml", o);
     platform p(cfg);

@@ -237,12 +237,7 @@ void llm_workload::run() {
       progress("decode step", s, static_cast<unsigned>(m_decode));
       continue;
     }
-    p.prefill = false;
-    p.rows = 1;
-    p.kv_offset = m_context + s;
-    p.kv_tokens = m_context + s + 1;
-    p.step = s + 1;
-    decode_step_policy(p);
+    begin_decode_step(p, s);
     const bool sampling = m_sample_every > 1;
     const counter_snapshot before = sampling ? snapshot_counters() : counter_snapshot{};
     const std::vector<double> v0 = sampling ? sample_vector(before) : std::vector<double>{};
@@ -272,6 +267,15 @@ void llm_workload::run() {
   }
   m_decode_s = sc_core::sc_time_stamp().to_seconds() - m_prefill_s;
   m_done = true;
+}
+
+void llm_workload::begin_decode_step(pass_info& p, unsigned s) {
+  p.prefill = false;
+  p.rows = 1;
+  p.kv_offset = m_context + s;
+  p.kv_tokens = m_context + s + 1;
+  p.step = s + 1;
+  decode_step_policy(p);
 }
 
 void llm_workload::decode_step_policy(pass_info& p) {
@@ -318,7 +322,7 @@ std::vector<double> llm_workload::sample_vector(const counter_snapshot& c) const
   v.insert(v.end(), m_layer_s.begin(), m_layer_s.end());
   const std::size_t base = v.size();
   v.resize(base + 2 * m_life_kind.size(), 0.0);
-  auto& kinds = const_cast<std::map<std::string, unsigned>&>(m_life_kind);
+  auto& kinds = m_life_kind;  // kinds seen so far, in order of first appearance
   for (const auto& l : m_ops->lifetimes()) {
     if (l.open) continue;
     auto it = kinds.find(l.kind);
@@ -342,12 +346,7 @@ void llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
   double weights = 0;  // sum over the skipped steps of (x_j - x_a) / (x_a - x_q)
   const double t_skip0 = sc_core::sc_time_stamp().to_seconds();
   for (unsigned s = first; s < end; ++s) {
-    p.prefill = false;
-    p.rows = 1;
-    p.kv_offset = m_context + s;
-    p.kv_tokens = m_context + s + 1;
-    p.step = s + 1;
-    decode_step_policy(p);
+    begin_decode_step(p, s);
     const double w = slope ? (attended_total(p) - a->x) / (a->x - q->x) : 0.0;
     weights += w;
     const double dt = std::max(0.0, a->dt + (slope ? (a->dt - q->dt) * w : 0.0));

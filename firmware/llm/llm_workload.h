@@ -58,6 +58,8 @@ class llm_workload : public workload {
   // detailed steps, while the policies still see every step and simulated time advances.
   void skip_steps(pass_info& p, unsigned first, unsigned end);
   void decode_step_policy(pass_info& p);
+  // Sets `p` up for decode step s (0-based) and lets the policies see the new token.
+  void begin_decode_step(pass_info& p, unsigned s);
   // Tokens attended in the pass, summed over layers.
   double attended_total(const pass_info& p) const;
   // Marks the new tokens' KV slots live in on-chip eDRAM (steps that are not simulated).
@@ -90,7 +92,7 @@ class llm_workload : public workload {
   unsigned m_sample_every = 1;  // 1: every decode step in detail
   unsigned m_detailed_steps = 0;
   std::vector<step_sample> m_samples;         // the last two detailed decode steps
-  std::map<std::string, unsigned> m_life_kind;  // lifetime kind -> index in step_sample::v
+  mutable std::map<std::string, unsigned> m_life_kind;  // lifetime kind -> index in step_sample::v
   std::map<std::string, std::pair<double, double>> m_extra_life;  // extrapolated (count, total)
   double m_extra_commands = 0;                // extrapolated firmware commands
   std::vector<edram*> m_edrams;               // every eDRAM instance (transient refresh)

@@ -93,7 +93,8 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
       k.v = region{m_dram, d, half, false}, d += align(half);
       if (fill && l == m_kv_on_chip) {  // what capacity is left holds this layer's first slots
         const std::uint64_t left = p.memory(kvmem)->capacity_bytes() - used[kvmem];
-        k.chip_tokens = std::min<std::uint64_t>(max_tokens - 1, left / (2 * align(token_bytes)));
+        k.chip_tokens = std::min<std::uint64_t>(max_tokens - 1, left / (2 * token_bytes));
+        while (k.chip_tokens && 2 * align(k.chip_tokens * token_bytes) > left) --k.chip_tokens;  // aligned fit
         if (k.chip_tokens) {
           k.k_chip = take(kvmem, k.chip_tokens * token_bytes);
           k.v_chip = take(kvmem, k.chip_tokens * token_bytes);

@@ -84,8 +84,7 @@ class lookahead_scheduler : public scheduler {
     ops.produced(xn, ops.sfu(ops.norm(), x, d.rows, d.hidden, xn.where));
     const ticket k_done = ops.append_kv(xn, l, false, p, wk);
     ops.append_kv(xn, l, true, p, ops.prefetch(w.v, d.hidden, d.kv));
-    tensor k{ops.kv_slot(l, false, p), k_done, -1, "k"};
-    const ticket k_roped = ops.sfu(opcode::rope, k, d.rows * m.kv_heads, m.head_dim, k.where);
+    const ticket k_roped = ops.rope_k(l, p, k_done);
     const tile_load wq = ops.prefetch(w.q, d.hidden, d.q);
     tensor q = ops.produce("q", d.rows * d.q * act);
     ops.produced(q, ops.project(xn, w.q, d.hidden, d.q, q.where, d.rows, wq));

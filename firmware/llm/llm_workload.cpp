@@ -161,6 +161,7 @@ void llm_workload::pass(const pass_info& p) {
   m_ops->last_use(xn, lm);
   m_ops->produced(logits, lm);
   m_ops->last_use(logits, lm);  // the host samples the next token from the logits
+  m_ops->finish_pass();
   m_driver->wait_all();
   if (m_fn) m_fn->end_pass(p, logits.where.addr);  // functional: read the logits, pick the next tokens
   trace.end();
@@ -174,12 +175,18 @@ void llm_workload::pass(const pass_info& p) {
 
 void llm_workload::apply_policy(pass_info& p) {
   p.kept_tokens.assign(m_model.layers, 0);
+  p.x_rows.assign(m_model.layers, 0);
+  p.x_attended.assign(m_model.layers, 0);
   for (unsigned l = 0; l < m_model.layers; ++l) {
     const kv_layer_report r = m_policy->layer_total(l);
-    // AERP's recomputation is counted here but not yet issued to the RSA (docs/firmware.md).
     m_recompute_macs += r.recompute_macs;
     // Per sequence, rounded up: the commands carry whole tokens.
     p.kept_tokens[l] = static_cast<std::uint64_t>(std::ceil(r.kept_per_head / m_batch - 1e-9));
+    // AERP: the x tokens' K and V are recomputed by MM_k and MM_v (stacked rows, the whole
+    // batch's) and read by the attention from there; per head, the kept pairs not stored as K, V.
+    p.x_rows[l] = static_cast<std::uint64_t>(std::llround(r.x_attended));
+    const double x_pairs = std::max(0.0, r.kept_pairs - r.kv_pairs) / m_model.kv_heads / m_batch;
+    p.x_attended[l] = std::min<std::uint64_t>(p.kept_tokens[l], static_cast<std::uint64_t>(std::llround(x_pairs)));
   }
 }
 
@@ -549,7 +556,7 @@ std::string llm_workload::report() const {
   if (m_policy) {
     std::snprintf(buf, sizeof buf,
                   "  KV policy          %s, budget %llu tokens per head: %.4g tokens kept, %.4g stored as x, "
-                  "%.4g recompute MACs (counted, not yet simulated)\n",
+                  "%.4g recompute MACs (rows stacked in MM_k and MM_v)\n",
                   m_policy->name().c_str(), static_cast<unsigned long long>(m_policy->budget()),
                   r["kv"]["tokens_kept"].get<double>(), r["kv"]["tokens_as_x"].get<double>(), m_recompute_macs);
     s += buf;

@@ -28,8 +28,7 @@ class baseline : public scheduler {
     const ticket tv = ops.append_kv(xn, l, true, p);
     ops.last_use(xn, tv);
     d.wait(tv);
-    tensor k_new{ops.kv_slot(l, false, p), tk, -1, "k"};
-    d.wait(ops.sfu(opcode::rope, k_new, rows * m.kv_heads, m.head_dim, k_new.where));
+    d.wait(ops.rope_k(l, p, tk));
     q.producer = ops.sfu(opcode::rope, q, rows * m.heads, m.head_dim, q.where);
     d.wait(q.producer);
 

@@ -25,8 +25,7 @@ class kelle_scheduler : public scheduler {
     const ticket tk = ops.append_kv(xn, l, false, p, next);
     next = ops.prefetch(w.v, C, KV);
     ops.append_kv(xn, l, true, p, next);  // the RSA runs MM_v before the attention (in order)
-    tensor k_new{ops.kv_slot(l, false, p), tk, -1, "k"};
-    const ticket rk = ops.sfu(opcode::rope, k_new, rows * m.kv_heads, m.head_dim, k_new.where);
+    const ticket rk = ops.rope_k(l, p, tk);
     next = ops.prefetch(w.q, C, Q);
     tensor q = ops.produce("q", rows * Q * ab);
     ops.produced(q, ops.project(xn, w.q, C, Q, q.where, rows, next));

@@ -42,6 +42,12 @@ tile_load layer_ops::prefetch(std::uint64_t w, std::uint64_t k, std::uint64_t n)
 
 ticket layer_ops::project(const tensor& x, std::uint64_t w, std::uint64_t k, std::uint64_t n, const region& y,
                           std::uint64_t rows, tile_load first, double traffic::*y_kind) {
+  return project_rows(x, w, k, n, y, rows, first, y_kind, 0, region{});
+}
+
+ticket layer_ops::project_rows(const tensor& x, std::uint64_t w, std::uint64_t k, std::uint64_t n, const region& y,
+                               std::uint64_t rows, tile_load first, double traffic::*y_kind, std::uint64_t extra,
+                               const region& stacked) {
   const unsigned cols = static_cast<const rsa&>(m_drv.block("rsa")).cols();
   const std::uint64_t tn = tile_cols(m_plan.weight_buffer_bytes(), k, n, cols);
   const std::uint64_t tiles = (n + tn - 1) / tn;
@@ -60,12 +66,17 @@ ticket layer_ops::project(const tensor& x, std::uint64_t w, std::uint64_t k, std
     g.n = static_cast<std::uint32_t>(ni);
     g.addr_a = x.where.addr;
     g.addr_b = m_plan.weight_buffer(cur.buffer).addr;
-    g.addr_c = y.addr + rows * i * tn * model_shape::act_bytes;
+    g.addr_c = y.addr + (rows + extra) * i * tn * model_shape::act_bytes;
+    if (extra) {  // AERP: the stored x vectors stream through the array under the new rows
+      g.extra = static_cast<std::uint32_t>(extra);
+      g.addr_d = stacked.addr;
+    }
     if (m_fn) m_fn->gemm(g, w, i * tn);
     last = m_drv.submit("rsa", g);
     m_buffer_user[cur.buffer] = last;
     count(x.where, rows * k * model_shape::act_bytes, &traffic::activations);
-    count(y, rows * ni * model_shape::act_bytes, y_kind);
+    count(stacked, extra * k * model_shape::act_bytes, &traffic::kv);
+    count(y, (rows + extra) * ni * model_shape::act_bytes, y_kind);
     cur = next;
   }
   return last;
@@ -107,11 +118,74 @@ region layer_ops::kv_slot(unsigned layer, bool v, const pass_info& pass) const {
 ticket layer_ops::append_kv(const tensor& xn, unsigned layer, bool v, const pass_info& pass, tile_load first) {
   const auto& w = m_plan.weights(layer);
   const region slot = kv_slot(layer, v, pass);
-  const std::uint64_t kv = std::uint64_t(m_model.kv_heads) * m_model.head_dim;
-  const ticket t = project(xn, v ? w.v : w.k, m_model.hidden, kv, slot, std::uint64_t(pass.batch) * pass.rows, first,
-                           &traffic::kv);
-  m_kv_written += static_cast<double>(slot.bytes);
+  const std::uint64_t kv = std::uint64_t(m_model.kv_heads) * m_model.head_dim, rows = std::uint64_t(pass.batch) * pass.rows;
+  // Functional mode reads the cache by its data layout and has no staging (docs/functional.md).
+  const std::uint64_t S = m_fn || pass.prefill ? 0 : pass.recompute_rows(layer);
+  if (m_stage.layer != layer) copy_new_rows();  // the previous layer's
+  if (S == 0) {
+    const ticket t = project(xn, v ? w.v : w.k, m_model.hidden, kv, slot, rows, first, &traffic::kv);
+    m_kv_written += static_cast<double>(slot.bytes);
+    return t;
+  }
+  // AERP: [new rows; recomputed rows] into the staging buffer, weights streamed once.
+  if (m_stage.layer != layer) {
+    m_stage = staging{};
+    m_stage.layer = layer;
+  }
+  m_stage.rows = rows;
+  m_stage.stacked = S;
+  tensor& buf = m_stage.buf[v];
+  buf = produce(v ? "v_recomputed" : "k_recomputed", (rows + S) * kv * model_shape::act_bytes);
+  const ticket t = project_rows(xn, v ? w.v : w.k, m_model.hidden, kv, buf.where, rows, first, &traffic::activations,
+                                S, x_store(layer, S));
+  produced(buf, t);
+  m_stage.slot[v] = slot;
+  m_stage.ready[v] = t;
+  m_stage.copy_pending[v] = true;
   return t;
+}
+
+ticket layer_ops::rope_k(unsigned layer, const pass_info& pass, const ticket& k) {
+  const std::uint64_t rows = std::uint64_t(pass.batch) * pass.rows;
+  const bool staged = m_stage.layer == layer && m_stage.copy_pending[0];
+  // The new rows' and, staged, the recomputed rows' keys (positions from the firmware's tables).
+  tensor in{staged ? m_stage.buf[0].where : kv_slot(layer, false, pass), k, -1, "k"};
+  const std::uint64_t n = staged ? rows + m_stage.stacked : rows;
+  if (staged) in.where.bytes = n * m_model.kv_heads * m_model.head_dim * model_shape::act_bytes;
+  const ticket t = sfu(opcode::rope, in, n * m_model.kv_heads, m_model.head_dim, in.where);
+  if (staged) m_stage.ready[0] = t;
+  return t;
+}
+
+region layer_ops::x_store(unsigned layer, std::uint64_t rows) const {
+  // x of a token replaces its K and V (x_only_if_smaller keeps it within them). Timing addresses
+  // model which memory and banks are touched, not a slot map: the x vectors are placed at the
+  // end of the layer's allocation (V, then K before it).
+  const memory_plan::kv_layer& kv = m_plan.kv(layer);
+  region r = kv.v;
+  r.bytes = rows * m_model.hidden * model_shape::act_bytes;
+  const std::uint64_t end = kv.v.addr + kv.v.bytes;
+  if (r.bytes <= end - kv.k.addr) r.addr = end - r.bytes;
+  if (r.bytes > kv.k.bytes + kv.v.bytes || r.bytes > end - kv.k.addr)
+    throw std::runtime_error("AERP: " + std::to_string(rows) + " x vectors of layer " + std::to_string(layer) +
+                             " do not fit the layer's KV allocation (policy.x_only_if_smaller: false with a "
+                             "hidden size above twice the KV width)");
+  return r;
+}
+
+void layer_ops::finish_pass() { copy_new_rows(); }
+
+void layer_ops::copy_new_rows() {
+  for (unsigned v = 0; v < 2; ++v) {
+    if (!m_stage.copy_pending[v]) continue;
+    m_stage.copy_pending[v] = false;
+    const region& slot = m_stage.slot[v];
+    m_drv.wait(m_stage.ready[v]);  // K roped, V projected
+    m_drv.dma(m_stage.buf[v].where.addr, slot.addr, slot.bytes);
+    count(m_stage.buf[v].where, slot.bytes, &traffic::activations);
+    count(slot, slot.bytes, &traffic::kv);
+    m_kv_written += static_cast<double>(slot.bytes);
+  }
 }
 
 ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out) {
@@ -127,15 +201,29 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
   const memory_plan::kv_layer& kv = m_plan.kv(layer);
   depend(q, "rsa");
   ticket last;
-  // The tokens a head attends to occupy its first N slots; with a partly placed layer the first
-  // chip_tokens of them are read from chip and the rest from DRAM, by one command each.
-  const std::uint64_t n_chip = chip_slots(layer) ? std::min(N, kv.chip_tokens) : 0;
+  // The tokens a head attends to occupy its first slots; with a partly placed layer the first
+  // chip_tokens of them are read from chip and the rest from DRAM; with AERP the new token and
+  // the x tokens come from the staging buffer (their K, V just computed). Each part has its own
+  // commands.
+  const bool staged = m_stage.layer == layer && m_stage.copy_pending[0] && m_stage.copy_pending[1];
+  const std::uint64_t n_stage = staged ? std::min(N, T + pass.attended_x(layer)) : 0, n_cache = N - n_stage;
+  const std::uint64_t n_chip = chip_slots(layer) ? std::min(n_cache, kv.chip_tokens) : 0;
+  std::vector<kv_part> parts;
+  if (n_chip) parts.push_back({kv.k_chip, kv.v_chip, 0, n_chip, 0, B * kv.chip_tokens * D * ab, &traffic::kv});
+  if (n_cache > n_chip && (n_chip || staged))
+    parts.push_back({kv.k, kv.v, n_chip, n_cache - n_chip, n_chip * D * ab, B * m_plan.kv_token_slots() * D * ab,
+                     &traffic::kv});
+  if (n_stage) {
+    const std::uint64_t head = (m_stage.rows + m_stage.stacked) * D * ab;
+    parts.push_back({m_stage.buf[0].where, m_stage.buf[1].where, n_cache, n_stage, 0, head, &traffic::activations});
+    depend(tensor{m_stage.buf[0].where, m_stage.ready[0], -1, "k"}, "rsa");  // the keys' RoPE
+  }
   for (std::uint64_t h0 = 0, j = 0; h0 < kvh; h0 += hg, ++j) {
     const std::uint64_t h = std::min(hg, kvh - h0);
     tensor& s = buf[j % 2];
     if (user[j % 2].valid()) m_drv.wait(user[j % 2]);  // the buffer's previous group is done
-    if (n_chip) {
-      chip_attention(q, pass, layer, out, s, h0, h, n_chip);
+    if (!parts.empty()) {
+      parts_attention(q, pass, out, s, h0, h, parts);
       last = s.producer;
       user[j % 2] = last;
       s = tensor{s.where, {}, -1, "scores"};
@@ -178,6 +266,8 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
     user[j % 2] = last;
     s = tensor{s.where, {}, -1, "scores"};
   }
+  if (staged)
+    for (tensor& t : m_stage.buf) last_use(t, last);
   // The score buffers are free once the last group is done; the scheduler rewinds the arena at
   // the end of the layer.
   return last;
@@ -189,21 +279,21 @@ bool layer_ops::chip_slots(unsigned layer) const {
   return !m_fn && m_plan.kv(layer).chip_tokens > 0;
 }
 
-void layer_ops::chip_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out, tensor& s,
-                               std::uint64_t h0, std::uint64_t h, std::uint64_t n_chip) {
-  const std::uint64_t B = pass.batch, T = pass.rows, N = pass.attended(layer), D = m_model.head_dim;
+void layer_ops::parts_attention(const tensor& q, const pass_info& pass, const region& out, tensor& s,
+                                std::uint64_t h0, std::uint64_t h, const std::vector<kv_part>& parts) {
+  const std::uint64_t B = pass.batch, T = pass.rows, D = m_model.head_dim;
   const std::uint64_t g = m_model.heads / m_model.kv_heads, ab = model_shape::act_bytes;
-  const memory_plan::kv_layer& kv = m_plan.kv(layer);
-  struct part {
-    const region* k;
-    const region* v;
-    std::uint64_t first, n, slots;  // first token, tokens, slots of the region
+  std::uint64_t N = 0;
+  for (const kv_part& pt : parts) N += pt.n;
+  // The group's data in a part: its heads' stride, clamped into the region (timing addresses).
+  auto at = [&](const region& r, const kv_part& pt, std::uint64_t bytes) {
+    const std::uint64_t off = pt.offset + h0 * pt.head_bytes;
+    return r.addr + std::min(off, r.bytes > bytes ? r.bytes - bytes : 0);
   };
-  std::vector<part> parts = {{&kv.k_chip, &kv.v_chip, 0, n_chip, kv.chip_tokens}};
-  if (N > n_chip) parts.push_back({&kv.k, &kv.v, n_chip, N - n_chip, m_plan.kv_token_slots()});
   const std::uint64_t scores = B * h * g * T * N * ab;
   ticket t1;
-  for (const part& pt : parts) {  // q . K^T of each part into its columns of the score rows
+  for (const kv_part& pt : parts) {  // q . K^T of each part into its columns of the score rows
+    const std::uint64_t bytes = B * h * pt.n * D * ab;
     command qk;
     qk.op = opcode::gemm_transposed;
     qk.batch = static_cast<std::uint32_t>(B * h);
@@ -211,10 +301,10 @@ void layer_ops::chip_attention(const tensor& q, const pass_info& pass, unsigned 
     qk.k = static_cast<std::uint32_t>(D);
     qk.n = static_cast<std::uint32_t>(pt.n);
     qk.addr_a = q.where.addr + B * h0 * g * T * D * ab;
-    qk.addr_b = pt.k->addr + (B * h0 * pt.slots + (pt.k == &kv.k ? pt.first : 0)) * D * ab;
+    qk.addr_b = at(pt.k, pt, bytes);
     qk.addr_c = s.where.addr + pt.first * ab;
     t1 = m_drv.submit("rsa", qk);
-    count(*pt.k, B * h * pt.n * D * ab, &traffic::kv);
+    count(pt.k, bytes, pt.kind);
     count(q.where, B * h * g * T * D * ab, &traffic::activations);
   }
   count(s.where, scores, &traffic::activations);
@@ -222,7 +312,8 @@ void layer_ops::chip_attention(const tensor& q, const pass_info& pass, unsigned 
   s.producer = sfu(opcode::softmax, s, B * h * g * T, N, s.where);
   depend(s, "rsa");
   ticket last;
-  for (const part& pt : parts) {  // A . V accumulated over the parts
+  for (const kv_part& pt : parts) {  // A . V accumulated over the parts
+    const std::uint64_t bytes = B * h * pt.n * D * ab;
     command av;
     av.op = opcode::gemm;
     av.flags = flag_b_16bit;
@@ -231,10 +322,10 @@ void layer_ops::chip_attention(const tensor& q, const pass_info& pass, unsigned 
     av.k = static_cast<std::uint32_t>(pt.n);
     av.n = static_cast<std::uint32_t>(D);
     av.addr_a = s.where.addr + pt.first * ab;
-    av.addr_b = pt.v->addr + (B * h0 * pt.slots + (pt.v == &kv.v ? pt.first : 0)) * D * ab;
+    av.addr_b = at(pt.v, pt, bytes);
     av.addr_c = out.addr + B * h0 * g * T * D * ab;
     last = m_drv.submit("rsa", av);
-    count(*pt.v, B * h * pt.n * D * ab, &traffic::kv);
+    count(pt.v, bytes, pt.kind);
     count(s.where, B * h * g * T * pt.n * ab, &traffic::activations);
   }
   count(out, B * h * g * T * D * ab, &traffic::activations);

@@ -29,9 +29,15 @@ struct pass_info {
   // With a KV policy: per layer, the tokens a head attends to (its kept set, per sequence).
   // Empty: every token.
   std::vector<std::uint64_t> kept_tokens;
+  // AERP, per layer (empty: none): the batch's tokens stored as x, whose K and V MM_k and MM_v
+  // recompute as rows stacked with the new tokens' (x_rows), and how many of the tokens a head
+  // attends to (per sequence) are such tokens (x_attended, at most attended()).
+  std::vector<std::uint64_t> x_rows, x_attended;
   std::uint64_t attended(unsigned layer) const {
     return kept_tokens.empty() ? kv_tokens : kept_tokens[layer];
   }
+  std::uint64_t recompute_rows(unsigned layer) const { return x_rows.empty() ? 0 : x_rows[layer]; }
+  std::uint64_t attended_x(unsigned layer) const { return x_attended.empty() ? 0 : x_attended[layer]; }
 };
 
 // An activation buffer: where it is, and the command that produced it.
@@ -83,7 +89,20 @@ class layer_ops {
   // Where the new tokens' K or V go in the cache.
   region kv_slot(unsigned layer, bool v, const pass_info& pass) const;
   // MM_k or MM_v: projects xn with W_K or W_V straight into the cache slots of the new tokens.
+  // With AERP (pass.recompute_rows(layer) > 0, timing mode) the x vectors of the layer's x tokens
+  // are stacked under xn (command.extra rows, read from where x is stored), the results go to a
+  // staging buffer (new rows, then recomputed rows) that the attention reads, and the new rows
+  // are copied into the cache slots once the attention has been issued.
   ticket append_kv(const tensor& xn, unsigned layer, bool v, const pass_info& pass, tile_load first = {});
+  // Issues what the pass's layers left pending (AERP: the copies of the new rows into the cache).
+  // The workload calls it once the pass's last layer has been issued.
+  void finish_pass();
+  // RoPE of the new tokens' K where MM_k put it (`k` is append_kv's ticket for K), and of the
+  // recomputed keys at their positions. Returns the SFU command's ticket.
+  ticket rope_k(unsigned layer, const pass_info& pass, const ticket& k);
+  // AERP: where the layer's x vectors are stored (`rows` of them, hidden x 2 B each): in the slots
+  // of the layer's cache (its DRAM part for a partly placed layer).
+  region x_store(unsigned layer, std::uint64_t rows) const;
 
   // --- the second half of a layer ---------------------------------------------------------
   // x += FFN(norm(x)). With `overlap` the next projection's first weight tile is requested
@@ -135,10 +154,21 @@ class layer_ops {
 
  private:
   tile_load load_tile(std::uint64_t src, std::uint64_t bytes);
-  // One KV-head group's attention over a partly placed layer: the on-chip slots and the DRAM
-  // slots each by their own q . K^T and A . V commands; s.producer is the last A . V on return.
-  void chip_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out, tensor& s,
-                      std::uint64_t h0, std::uint64_t h, std::uint64_t n_chip);
+  ticket project_rows(const tensor& x, std::uint64_t w, std::uint64_t k, std::uint64_t n, const region& y,
+                      std::uint64_t rows, tile_load first, double traffic::*y_kind, std::uint64_t extra,
+                      const region& stacked);
+  // A part of the tokens a head attends to, read by its own q . K^T and A . V commands.
+  struct kv_part {
+    region k, v;               // where the part's keys and values are
+    std::uint64_t first, n;    // its first token (column of the score rows) and token count
+    std::uint64_t offset;      // bytes before the part's first token in the region
+    std::uint64_t head_bytes;  // bytes of K (or V) between consecutive KV heads' data
+    double traffic::*kind;     // what its DRAM traffic is counted as
+  };
+  void parts_attention(const tensor& q, const pass_info& pass, const region& out, tensor& s, std::uint64_t h0,
+                       std::uint64_t h, const std::vector<kv_part>& parts);
+  // Issues the AERP staging's pending copies of the new rows into the cache (after the attention).
+  void copy_new_rows();
   void count(const region& r, std::uint64_t bytes, double traffic::*kind);
 
   driver& m_drv;
@@ -151,6 +181,15 @@ class layer_ops {
   double m_kv_written = 0;
   std::vector<lifetime_record> m_lifetimes;
   functional_hooks* m_fn = nullptr;
+  // AERP staging of the layer being computed: K and V of the new tokens then the recomputed ones.
+  struct staging {
+    unsigned layer = ~0u;
+    std::uint64_t rows = 0, stacked = 0;  // new rows (batch x tokens), recomputed rows
+    tensor buf[2];                        // K, V
+    region slot[2];                       // the new rows' cache slots
+    ticket ready[2];                      // K after its RoPE, V after MM_v
+    bool copy_pending[2] = {false, false};
+  } m_stage;
 };
 
 }  // namespace kelle

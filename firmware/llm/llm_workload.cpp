@@ -177,6 +177,7 @@ void llm_workload::apply_policy(pass_info& p) {
   p.kept_tokens.assign(m_model.layers, 0);
   p.x_rows.assign(m_model.layers, 0);
   p.x_attended.assign(m_model.layers, 0);
+  p.victims.assign(m_model.layers, 0);
   for (unsigned l = 0; l < m_model.layers; ++l) {
     const kv_layer_report r = m_policy->layer_total(l);
     m_recompute_macs += r.recompute_macs;
@@ -186,6 +187,7 @@ void llm_workload::apply_policy(pass_info& p) {
     // batch's) and read by the attention from there; per head, the kept pairs not stored as K, V.
     p.x_rows[l] = static_cast<std::uint64_t>(std::llround(r.x_attended));
     const double x_pairs = std::max(0.0, r.kept_pairs - r.kv_pairs) / m_model.kv_heads / m_batch;
+    p.victims[l] = static_cast<std::uint64_t>(std::llround(r.evicted_pairs));
     p.x_attended[l] = std::min<std::uint64_t>(p.kept_tokens[l], static_cast<std::uint64_t>(std::llround(x_pairs)));
   }
 }

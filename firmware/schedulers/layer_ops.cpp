@@ -1,5 +1,6 @@
 #include "firmware/schedulers/layer_ops.h"
 
+#include "models/compute/evictor/evictor.h"
 #include "models/compute/rsa/rsa.h"
 #include "models/interconnect/router.h"
 #include "models/memory/edram/edram.h"
@@ -11,6 +12,8 @@ namespace kelle {
 layer_ops::layer_ops(driver& drv, memory_plan& plan, const model_shape& m, platform_view& p)
     : m_drv(drv), m_plan(plan), m_model(m), m_platform(p) {
   for (const char* b : {"rsa", "sfu", "dma"}) drv.block(b);  // a clear error if one is missing
+  for (compute_block* b : p.blocks())
+    if (dynamic_cast<evictor*>(b)) m_evictor = b;
 }
 
 void layer_ops::count(const region& r, std::uint64_t bytes, double traffic::*kind) {
@@ -205,6 +208,8 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
   // chip_tokens of them are read from chip and the rest from DRAM; with AERP the new token and
   // the x tokens come from the staging buffer (their K, V just computed). Each part has its own
   // commands.
+  const bool select = !m_fn && !pass.prefill && pass.evicts(layer);
+  if (select) m_victims = produce("victims", B * kvh * 4);  // one 32-bit slot index per KV head
   const bool staged = m_stage.layer == layer && m_stage.copy_pending[0] && m_stage.copy_pending[1];
   const std::uint64_t n_stage = staged ? std::min(N, T + pass.attended_x(layer)) : 0, n_cache = N - n_stage;
   const std::uint64_t n_chip = chip_slots(layer) ? std::min(n_cache, kv.chip_tokens) : 0;
@@ -223,7 +228,7 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
     tensor& s = buf[j % 2];
     if (user[j % 2].valid()) m_drv.wait(user[j % 2]);  // the buffer's previous group is done
     if (!parts.empty()) {
-      parts_attention(q, pass, out, s, h0, h, parts);
+      parts_attention(q, pass, out, s, h0, h, parts, select);
       last = s.producer;
       user[j % 2] = last;
       s = tensor{s.where, {}, -1, "scores"};
@@ -238,6 +243,7 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
     qk.addr_a = q.where.addr + B * h0 * g * T * D * ab;
     qk.addr_b = kv.k.addr + B * h0 * N * D * ab;
     qk.addr_c = s.where.addr;
+    if (select && m_evictor) qk.flags = flag_scores_to_evictor;
     if (m_fn) m_fn->scores(qk, layer, h0, q.where.addr);
     const ticket t1 = m_drv.submit("rsa", qk);
     count(kv.k, B * h * N * D * ab, &traffic::kv);
@@ -246,6 +252,7 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
     produced(s, t1);
     const ticket t2 = sfu(opcode::softmax, s, B * h * g * T, N, s.where);
     s.producer = t2;
+    if (select && !m_evictor) search_min(s, pass, h0, h, N);
     command av;
     av.op = opcode::gemm;
     av.flags = flag_b_16bit;
@@ -268,6 +275,7 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
   }
   if (staged)
     for (tensor& t : m_stage.buf) last_use(t, last);
+  if (select && m_evictor) select_victims(pass, N);
   // The score buffers are free once the last group is done; the scheduler rewinds the arena at
   // the end of the layer.
   return last;
@@ -279,8 +287,37 @@ bool layer_ops::chip_slots(unsigned layer) const {
   return !m_fn && m_plan.kv(layer).chip_tokens > 0;
 }
 
+void layer_ops::search_min(const tensor& s, const pass_info& pass, std::uint64_t h0, std::uint64_t h,
+                           std::uint64_t n) {
+  // Without the evictor the SFU scans each KV head's n scores for the minimum (min_search_
+  // elements_per_cycle); one row per KV head of the group and sequence.
+  const std::uint64_t rows = std::uint64_t(pass.batch) * h;
+  region out = m_victims.where;
+  out.addr += std::uint64_t(pass.batch) * h0 * 4;
+  out.bytes = rows * 4;
+  sfu(opcode::min_search, s, rows, n, out);
+}
+
+void layer_ops::select_victims(const pass_info& pass, std::uint64_t n) {
+  // Each KV head of each sequence picks its victim; the evictor serves max_heads per command.
+  const std::uint64_t heads = std::uint64_t(pass.batch) * m_model.kv_heads;
+  const std::uint64_t per = static_cast<const evictor&>(*m_evictor).max_heads();
+  for (std::uint64_t h = 0; h < heads; h += per) {
+    command c;
+    c.op = opcode::evict_select;
+    c.m = static_cast<std::uint32_t>(std::min(per, heads - h));
+    c.n = static_cast<std::uint32_t>(pass.kv_offset);  // the arriving token's position
+    c.k = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(n, pass.kv_offset)));
+    c.addr_c = m_victims.where.addr + h * 4;
+    m_drv.submit(m_evictor->basename(), c);
+    count(m_victims.where, std::uint64_t(c.m) * 4, &traffic::activations);
+  }
+}
+
 void layer_ops::parts_attention(const tensor& q, const pass_info& pass, const region& out, tensor& s,
-                                std::uint64_t h0, std::uint64_t h, const std::vector<kv_part>& parts) {
+                                std::uint64_t h0, std::uint64_t h, const std::vector<kv_part>& parts,
+                                bool select) {
+  const bool to_evictor = select && m_evictor;
   const std::uint64_t B = pass.batch, T = pass.rows, D = m_model.head_dim;
   const std::uint64_t g = m_model.heads / m_model.kv_heads, ab = model_shape::act_bytes;
   std::uint64_t N = 0;
@@ -303,6 +340,7 @@ void layer_ops::parts_attention(const tensor& q, const pass_info& pass, const re
     qk.addr_a = q.where.addr + B * h0 * g * T * D * ab;
     qk.addr_b = at(pt.k, pt, bytes);
     qk.addr_c = s.where.addr + pt.first * ab;
+    if (to_evictor) qk.flags = flag_scores_to_evictor;
     t1 = m_drv.submit("rsa", qk);
     count(pt.k, bytes, pt.kind);
     count(q.where, B * h * g * T * D * ab, &traffic::activations);
@@ -310,6 +348,7 @@ void layer_ops::parts_attention(const tensor& q, const pass_info& pass, const re
   count(s.where, scores, &traffic::activations);
   produced(s, t1);
   s.producer = sfu(opcode::softmax, s, B * h * g * T, N, s.where);
+  if (select && !m_evictor) search_min(s, pass, h0, h, N);
   depend(s, "rsa");
   ticket last;
   for (const kv_part& pt : parts) {  // A . V accumulated over the parts

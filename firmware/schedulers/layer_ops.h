@@ -33,6 +33,11 @@ struct pass_info {
   // recompute as rows stacked with the new tokens' (x_rows), and how many of the tokens a head
   // attends to (per sequence) are such tokens (x_attended, at most attended()).
   std::vector<std::uint64_t> x_rows, x_attended;
+  // Per layer (empty: none): (token, KV head) pairs the pass evicts in the batch. A layer that
+  // evicts chooses its victims in the attention: on the systolic evictor (score rows streamed to
+  // it, then evict_select) when the system has one, else by an SFU min_search over the scores.
+  std::vector<std::uint64_t> victims;
+  bool evicts(unsigned layer) const { return !victims.empty() && victims[layer] > 0; }
   std::uint64_t attended(unsigned layer) const {
     return kept_tokens.empty() ? kv_tokens : kept_tokens[layer];
   }
@@ -166,7 +171,7 @@ class layer_ops {
     double traffic::*kind;     // what its DRAM traffic is counted as
   };
   void parts_attention(const tensor& q, const pass_info& pass, const region& out, tensor& s, std::uint64_t h0,
-                       std::uint64_t h, const std::vector<kv_part>& parts);
+                       std::uint64_t h, const std::vector<kv_part>& parts, bool select);
   // Issues the AERP staging's pending copies of the new rows into the cache (after the attention).
   void copy_new_rows();
   void count(const region& r, std::uint64_t bytes, double traffic::*kind);
@@ -181,6 +186,11 @@ class layer_ops {
   double m_kv_written = 0;
   std::vector<lifetime_record> m_lifetimes;
   functional_hooks* m_fn = nullptr;
+  compute_block* m_evictor = nullptr;  // the systolic evictor, if the system has one
+  tensor m_victims;                    // the layer's victim slot indices
+  // Victim selection of an evicting layer after its attention's commands (see pass_info::victims).
+  void select_victims(const pass_info& pass, std::uint64_t n);
+  void search_min(const tensor& scores, const pass_info& pass, std::uint64_t h0, std::uint64_t h, std::uint64_t n);
   // AERP staging of the layer being computed: K and V of the new tokens then the recomputed ones.
   struct staging {
     unsigned layer = ~0u;

@@ -155,6 +155,54 @@ TEST_CASE("llm: a KV policy bounds the tokens each decode step attends to", "[ll
   CHECK(aep["latency_s"]["decode"].get<double>() < full["latency_s"]["decode"].get<double>());
 }
 
+TEST_CASE("llm: AERP recomputes the x tokens' K and V on the RSA, stacked under the new rows", "[llm]") {
+  // The same decode step with aep and aerp (same budget, same kept sets): AERP's stacked rows add
+  // exactly the recompute MACs the policy decided, the recomputed K and V are staged and attended,
+  // and the new tokens' K and V still reach the cache.
+  auto run = [](const char* kv) {
+    return llm({"workload.model=llama2-7b", "workload.skip_prefill=true", "workload.context_len=256",
+                "workload.decode_len=1", "workload.batch=2", std::string("policy.kv=") + kv,
+                "scheduler=baseline", "workload.placement.kv_placement=first_layers"});
+  };
+  const auto aep = run("aep"), aerp = run("aerp");
+  const double macs = aerp["kv"]["recompute_macs"].get<double>();
+  const auto m = models().create("llama2-7b");
+  REQUIRE(aerp["kv"]["tokens_as_x"].get<double>() > 0);
+  // x tokens x hidden x (K and V of every KV head)
+  CHECK(macs == Approx(aerp["kv"]["tokens_as_x"].get<double>() * m->hidden * 2.0 * m->kv_heads * m->head_dim));
+  CHECK(aerp["stats"]["rsa"]["recompute_macs"]["value"].get<double>() == Approx(macs));
+  CHECK(aerp["stats"]["rsa"]["macs"]["value"].get<double>() ==
+        Approx(aep["stats"]["rsa"]["macs"]["value"].get<double>() + macs));
+  CHECK(aep["stats"]["rsa"]["recompute_macs"]["value"].get<double>() == 0);
+  CHECK(aerp["kv"]["tokens_kept"] == aep["kv"]["tokens_kept"]);
+  CHECK(aerp["llm"]["kv_bytes_written"] == aep["llm"]["kv_bytes_written"]);
+  const auto& life = aerp["activation_lifetimes"]["by_kind"];
+  REQUIRE(life.contains("k_recomputed"));
+  CHECK(life["k_recomputed"]["count"].get<double>() == m->layers);
+  CHECK(life["v_recomputed"]["count"].get<double>() == m->layers);
+  CHECK_FALSE(aep["activation_lifetimes"]["by_kind"].contains("k_recomputed"));
+  // The x vectors are read from the layer's KV memory (DRAM here) by every weight tile's command.
+  CHECK(aerp["traffic_bytes"]["dram_kv"].get<double>() > aep["traffic_bytes"]["dram_kv"].get<double>());
+}
+
+TEST_CASE("llm: an evicting layer picks its victims on the systolic evictor, or by an SFU min search without one", "[llm]") {
+  auto run = [](const char* system) {
+    return llm({std::string("system=") + system, "workload.model=llama2-7b", "workload.skip_prefill=true",
+                "workload.context_len=256", "workload.decode_len=1", "workload.batch=2", "policy.kv=aep",
+                "scheduler=baseline", "workload.placement.kv_placement=first_layers"});
+  };
+  const auto with = run("kelle_edram"), without = run("aep_sram");
+  const auto m = models().create("llama2-7b");
+  // 2 sequences x 32 KV heads = 64 heads: one evict_select (max_heads 64) per layer.
+  CHECK(with["stats"]["evictor"]["selections"]["value"].get<double>() == m->layers);
+  CHECK(with["stats"]["evictor"]["score_rows"]["value"].get<double>() > 0);
+  CHECK(with["stats"]["evictor"]["active"]["value"].get<double>() > 0);
+  CHECK_FALSE(without["stats"].contains("evictor"));
+  // Without it, at least one min_search per layer on the SFU (one per attention group).
+  CHECK(without["stats"]["sfu"]["commands"]["value"].get<double>() >=
+        with["stats"]["sfu"]["commands"]["value"].get<double>() + m->layers);
+}
+
 TEST_CASE("llm: 2DRP spends less refresh energy than a uniform 45 us refresh, at the paper's failure rate", "[llm]") {
   auto run = [](std::vector<std::string> extra) {
     std::vector<std::string> o = {"workload.model=llama2-7b", "workload.context_len=32", "workload.decode_len=2",

@@ -335,6 +335,10 @@ void config::accept_unread(const std::string& path) {
   const std::string prefix = path + ".";
   for (const auto& u : m_used)
     if (u.compare(0, prefix.size(), prefix) == 0) return;  // something below was read: validate
+  accept_subtree(path);
+}
+
+void config::accept_subtree(const std::string& path) {
   struct marker {
     std::set<std::string>& used;
     void mark(const YAML::Node& n, const std::string& p) {

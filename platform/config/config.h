@@ -95,6 +95,8 @@ class config {
   // Accepts the subtree at `path` without validation when nothing in it was read (a section of
   // the shared technology description that this system has no instance of).
   void accept_unread(const std::string& path);
+  // Marks everything under `path` as read, whatever was read below it (a disabled section).
+  void accept_subtree(const std::string& path);
   // The effective configuration: the merged tree with every default that was used.
   const YAML::Node& effective() const { return m_root; }
   // The file the scenario was loaded from (empty for from_string).

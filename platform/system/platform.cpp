@@ -62,6 +62,10 @@ platform::platform(config& cfg) : m_cfg(cfg) {
   const config_node comp = sys.child_or_empty("compute");
   for (const auto& n : comp.keys()) {
     const config_node c = comp.child(n);
+    if (!c.get_bool("enabled", true, "instantiate the block (false: the system without it)")) {
+      cfg.accept_subtree(comp.key_path(n));  // its other keys describe a block that is not built
+      continue;
+    }
     const std::string model = c.require_choice("model", compute_blocks().name_list());
     const std::uint64_t base = c.require_uint("base_addr", "address of the block's command port");
     auto blk = compute_blocks().create(model, compute_args{n, c, tech, clock_GHz});

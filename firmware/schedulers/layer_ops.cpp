@@ -161,18 +161,27 @@ ticket layer_ops::rope_k(unsigned layer, const pass_info& pass, const ticket& k)
 }
 
 region layer_ops::x_store(unsigned layer, std::uint64_t rows) const {
-  // x of a token replaces its K and V (x_only_if_smaller keeps it within them). Timing addresses
-  // model which memory and banks are touched, not a slot map: the x vectors are placed at the
-  // end of the layer's allocation (V, then K before it).
+  // x of a token replaces its K and V. Timing addresses model which memory and banks are
+  // touched, not a slot map: the x vectors are placed at the end of the layer's allocation (V,
+  // then K before it). A token keeps the x format until every head has evicted it, so the x
+  // store can outgrow the layer's slots; what does not fit them is in DRAM, at the end of the
+  // spare DRAM (activation spills grow from its start).
   const memory_plan::kv_layer& kv = m_plan.kv(layer);
   region r = kv.v;
   r.bytes = rows * m_model.hidden * model_shape::act_bytes;
   const std::uint64_t end = kv.v.addr + kv.v.bytes;
-  if (r.bytes <= end - kv.k.addr) r.addr = end - r.bytes;
-  if (r.bytes > kv.k.bytes + kv.v.bytes || r.bytes > end - kv.k.addr)
-    throw std::runtime_error("AERP: " + std::to_string(rows) + " x vectors of layer " + std::to_string(layer) +
-                             " do not fit the layer's KV allocation (policy.x_only_if_smaller: false with a "
-                             "hidden size above twice the KV width)");
+  if (r.bytes <= end - kv.k.addr) {
+    r.addr = end - r.bytes;
+    return r;
+  }
+  const region& spare = m_plan.dram_spare();
+  if (r.bytes > spare.bytes)
+    throw std::runtime_error("AERP: the " + std::to_string(rows) + " x vectors of layer " + std::to_string(layer) +
+                             " do not fit in " + spare.memory + " (" + std::to_string(spare.bytes >> 20) +
+                             " MiB left after weights and KV)");
+  r = spare;
+  r.addr = spare.addr + spare.bytes - rows * m_model.hidden * model_shape::act_bytes;
+  r.bytes = rows * m_model.hidden * model_shape::act_bytes;
   return r;
 }
 

@@ -68,6 +68,8 @@ class memory_plan {
   void release(const arena_mark& m) { m_arena_used = m.arena; m_spill_used = m.spill; }
   std::uint64_t arena_free() const { return m_arena.bytes - m_arena_used; }
   const std::string& dram() const { return m_dram; }
+  // DRAM left after weights and KV (activation spills grow from its start).
+  const region& dram_spare() const { return m_spill; }
   std::string describe() const;
 
  private:

@@ -156,6 +156,27 @@ TEST_CASE("kv aerp: popularity decides the x format, MACs and bytes by hand", "[
   CHECK(d.kv_pairs == 17);
 }
 
+TEST_CASE("kv 2drp groups: a kept pair is high-score when its score is above its head's median", "[kv]") {
+  // One head of dim 2 (a pair is 8 B), importance from the last prefill query only: the
+  // probabilities follow the logits 3, 0, 2, 0, 1, 0 of tokens 0..5. Sorted: three zeros, then
+  // tokens 4, 2, 0; the median (the 4th of 6) is token 4's, so tokens 2 and 0 are high.
+  table_source src(1, 1, [](unsigned, std::uint64_t, unsigned k) {
+    static const double logit[6] = {3, 0, 2, 0, 1, 0};
+    return logit[k];
+  });
+  auto cfg = config::from_string("kv: {kv_budget: 100, sink_tokens: 1, recent_window: 2, prefill_queries: 1}\n");
+  auto p = make_policy(cfg, "aep", tiny(1, 1, 1, 2, 2), 1, src);
+  p->prefill(6);
+  const auto& r = p->report(0, 0);
+  CHECK(r.kept_pairs == 6);
+  CHECK(r.high_kv_pairs == 2);
+  CHECK(r.low_kv_pairs == 4);
+  CHECK(r.high_bytes == 16);
+  CHECK(r.low_bytes == 32);
+  CHECK(p->score(0, 0, 0, 0) > p->score(0, 0, 0, 2));
+  CHECK(p->score(0, 0, 0, 2) > p->score(0, 0, 0, 4));
+}
+
 TEST_CASE("kv aerp: a token keeps its format until every head has evicted it", "[kv]") {
   const model_shape m = tiny(1, 8, 8, 16, 128);
   auto f = synthetic("aerp", "kv_budget: 32, sink_tokens: 2, recent_window: 8",

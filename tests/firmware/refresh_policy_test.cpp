@@ -4,8 +4,7 @@
 
 #include "firmware/policies/kv/kv_policy.h"
 #include "firmware/policies/refresh/refresh_policy.h"
-#include "models/memory/edram/edram.h"
-#include "tests/support/test_initiator.h"
+#include "tests/support/edram_bench.h"
 
 #include <cmath>
 
@@ -15,16 +14,8 @@ using sc_core::SC_US;
 
 namespace {
 
-const char* const yaml = R"(
-include: tech/65nm.yaml
-system:
-  interconnect: {latency_ns: 0, bandwidth_GBps: .inf}
-  memories:
-    kv: {model: edram, base_addr: 0, capacity_MiB: 4, bandwidth_GBps: 256, banks: 32}
-workload: {type: test_script}
-)";
-
-edram& kv(test::bench& b) { return dynamic_cast<edram&>(*b.p->memory("kv")); }
+const char* const yaml = test::edram_bench_yaml;
+edram& kv(test::bench& b) { return test::kv_edram(b); }
 
 // The policies read their keys when they are made.
 std::unique_ptr<refresh_policy> make(const std::string& name, const std::string& keys = "") {

@@ -1,8 +1,7 @@
 // The eDRAM array: lazy refresh accounting, refresh occupancy, the retention model.
 #include <catch2/catch.hpp>
 
-#include "models/memory/edram/edram.h"
-#include "tests/support/test_initiator.h"
+#include "tests/support/edram_bench.h"
 
 #include <cmath>
 
@@ -12,19 +11,12 @@ using sc_core::SC_US;
 
 namespace {
 
-const char* const yaml = R"(
-include: tech/65nm.yaml
-system:
-  interconnect: {latency_ns: 0, bandwidth_GBps: .inf}
-  memories:
-    kv: {model: edram, base_addr: 0, capacity_MiB: 4, bandwidth_GBps: 256, banks: 32}
-workload: {type: test_script}
-)";
+const char* const yaml = test::edram_bench_yaml;
 
 // tech.edram: 1.14 mJ per pass over a 4 MiB array.
 const double J_per_bit = 1.14e-3 / (4.0 * 1048576 * 8);
 
-edram& kv(test::bench& b) { return dynamic_cast<edram&>(*b.p->memory("kv")); }
+edram& kv(test::bench& b) { return test::kv_edram(b); }
 
 double stat_of(test::bench& b, const char* name) {
   return b.p->results()["stats"]["kv"][name]["value"].get<double>();

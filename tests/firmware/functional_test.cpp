@@ -56,6 +56,26 @@ void matches_reference(const nlohmann::json& r) {
   CHECK(q["nonfinite_logits"].get<double>() == 0);
 }
 
+// A memory of bytes for the engine alone (unwritten bytes read as 0).
+struct byte_memory : fn::memory_port {
+  std::map<std::uint64_t, unsigned char> b;
+  void read(std::uint64_t a, void* d, std::uint64_t n) override {
+    for (std::uint64_t i = 0; i < n; ++i) static_cast<unsigned char*>(d)[i] = b.count(a + i) ? b[a + i] : 0;
+  }
+  void write(std::uint64_t a, const void* s, std::uint64_t n) override {
+    for (std::uint64_t i = 0; i < n; ++i) b[a + i] = static_cast<const unsigned char*>(s)[i];
+  }
+  void put(std::uint64_t a, float v) {
+    const std::uint16_t h = fn::to_half(v);
+    write(a, &h, 2);
+  }
+  float get(std::uint64_t a) {
+    std::uint16_t h;
+    read(a, &h, 2);
+    return fn::from_half(h);
+  }
+};
+
 double flips(const nlohmann::json& r) {
   double f = 0;
   for (const auto& [k, v] : r["quality"]["flipped_bits"].items()) f += v.get<double>();
@@ -212,15 +232,7 @@ TEST_CASE("functional: a fixed bit-error rate hits only the chosen group, at abo
 TEST_CASE("functional: recomputed K and V from stacked rows equal the stored ones bit for bit", "[functional]") {
   // The RSA's gemm with `extra` stacked rows (AERP's recomputation) computes each stacked row
   // with the same arithmetic as a regular row: the same bits.
-  struct mem : fn::memory_port {
-    std::map<std::uint64_t, unsigned char> b;
-    void read(std::uint64_t a, void* d, std::uint64_t n) override {
-      for (std::uint64_t i = 0; i < n; ++i) static_cast<unsigned char*>(d)[i] = b.count(a + i) ? b[a + i] : 0;
-    }
-    void write(std::uint64_t a, const void* s, std::uint64_t n) override {
-      for (std::uint64_t i = 0; i < n; ++i) b[a + i] = static_cast<const unsigned char*>(s)[i];
-    }
-  } m;
+  byte_memory m;
   fn::engine e(m);
   const unsigned K = 48, N = 24, M = 3;
   std::mt19937 rng(1);
@@ -244,4 +256,58 @@ TEST_CASE("functional: recomputed K and V from stacked rows equal the stored one
   m.read(0x20000, a.data(), a.size());
   m.read(0x20000 + M * N * 2, b.data(), b.size());
   CHECK(a == b);
+}
+
+TEST_CASE("functional: an attention in parts adds up, a gemm keeps its input rows, a described copy moves its ranges",
+          "[functional]") {
+  byte_memory m;
+  fn::engine e(m);
+  // A . V over 3 keys in two parts (columns 0..1, then 2): the second adds to the first's result.
+  const float p[3] = {0.5f, 0.25f, 0.25f}, v[3][2] = {{1, 2}, {4, 8}, {-2, 6}};
+  for (int j = 0; j < 3; ++j) {
+    m.put(0x100 + 2 * j, p[j]);
+    for (int n = 0; n < 2; ++n) m.put(0x200 + 4 * j + 2 * n, v[j][n]);
+  }
+  command c;
+  c.op = opcode::gemm;
+  c.flags = flag_b_16bit;
+  c.m = 1, c.k = 2, c.n = 2;
+  c.addr_a = 0x100, c.addr_b = 0x200, c.addr_c = 0x300;
+  c.id = 1;
+  e.run(c);
+  auto d = std::make_shared<fn::desc>();
+  d->accumulate = true;
+  c.k = 1, c.addr_a = 0x104, c.addr_b = 0x208, c.id = 2;
+  e.attach(2, d);
+  e.run(c);
+  CHECK(m.get(0x300) == 0.5f * 1 + 0.25f * 4 - 0.25f * 2);
+  CHECK(m.get(0x302) == 0.5f * 2 + 0.25f * 8 + 0.25f * 6);
+  // An int8 gemm writes its two input rows to the addresses the description gives (AERP's x store).
+  for (int i = 0; i < 8; ++i) m.put(0x400 + 2 * i, 0.125f * float(i + 1));
+  command g;
+  g.op = opcode::gemm;
+  g.m = 2, g.k = 4, g.n = 1;
+  g.addr_a = 0x400, g.addr_b = 0x500, g.addr_c = 0x600, g.id = 3;
+  auto k = std::make_shared<fn::desc>();
+  k->keep_a = {{{0, 0, 4, 0x900}, {1, 0, 4, 0x800}}};
+  e.attach(3, k);
+  e.run(g);
+  for (int i = 0; i < 4; ++i) {
+    CHECK(m.get(0x900 + 2 * i) == m.get(0x400 + 2 * i));
+    CHECK(m.get(0x800 + 2 * i) == m.get(0x408 + 2 * i));
+  }
+  // A DMA copy with a description moves its ranges only (none: nothing).
+  command cp;
+  cp.op = opcode::copy;
+  cp.m = 1, cp.k = 8, cp.addr_a = 0x400, cp.addr_c = 0xa00, cp.id = 4;
+  auto mv = std::make_shared<fn::desc>();
+  mv->moves = {{0x402, 0xb00, 2}};
+  e.attach(4, mv);
+  e.run(cp);
+  CHECK(m.get(0xb00) == m.get(0x402));
+  CHECK(m.get(0xa00) == 0.0f);
+  cp.id = 5;
+  e.attach(5, std::make_shared<fn::desc>());
+  e.run(cp);
+  CHECK(m.get(0xa00) == 0.0f);
 }

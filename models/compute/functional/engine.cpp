@@ -77,10 +77,18 @@ engine::writes engine::compute(const command& c) {
     m_desc.erase(it);
   }
   writes w;
+  if (d && d->on_start) d->on_start();
   switch (c.op) {
     case opcode::gemm:
     case opcode::gemm_transposed: gemm(c, d.get(), w); break;
     case opcode::copy: {
+      if (d) {
+        for (const desc::move& mv : d->moves) {
+          w.emplace_back(mv.dst, std::vector<unsigned char>(mv.bytes));
+          m_mem.read(mv.src, w.back().second.data(), mv.bytes);
+        }
+        break;
+      }
       const std::uint64_t n = std::uint64_t(c.m) * c.k;
       w.emplace_back(c.addr_c, std::vector<unsigned char>(n));
       m_mem.read(c.addr_a, w.back().second.data(), n);
@@ -108,6 +116,7 @@ void engine::gemm(const command& c, const desc* d, writes& w) {
   const operand_map *am = use(d, &desc::a), *bm = use(d, &desc::b), *cm = use(d, &desc::c);
   std::vector<float> scales(N, 1.0f);
   if (!b16 && d && d->scales) m_mem.read(d->scales, scales.data(), N * 4);
+  if (!b16 && d && d->accumulate) throw std::logic_error("functional: an accumulating gemm needs a 16-bit B");
   for (std::uint64_t p = 0; p < B; ++p) {
     std::vector<float> a;
     if (am) {
@@ -128,7 +137,14 @@ void engine::gemm(const command& c, const desc* d, writes& w) {
       m_mem.read(c.addr_b + p * K * N, q.data(), K * N);
       b.assign(q.begin(), q.end());
     }
-    std::vector<float> out(Mp * N, 0.0f);
+    if (d && p < d->keep_a.size())  // the input rows also go where the description says
+      for (const piece& pc : d->keep_a[p]) {
+        if (pc.row >= Mp || pc.col + pc.n > K) throw std::logic_error("functional: piece outside its operand");
+        w.emplace_back(pc.addr, std::vector<unsigned char>());
+        put_half(w.back().second, a, std::size_t(pc.row) * K + pc.col, pc.n);
+      }
+    std::vector<float> out = d && d->accumulate ? gather(cm, p, c.addr_c + p * Mp * N * 2, Mp, N)
+                                                : std::vector<float>(Mp * N, 0.0f);
     for (std::uint64_t r = 0; r < Mp; ++r) {
       float* o = &out[r * N];
       for (std::uint64_t k = 0; k < K; ++k) {

@@ -37,6 +37,20 @@ struct desc {
   operand_map a, b, c;
   // gemm with int8 B: address of the n fp32 scales of the product's output columns (0: 1.0).
   std::uint64_t scales = 0;
+  // gemm: add the products to the output's current values (read when the command starts) rather
+  // than overwrite them, one rounding to binary16 at the end.
+  bool accumulate = false;
+  // gemm: pieces of the (gathered) A rows also written back as binary16 where the pieces say, as
+  // the array reads them (per product; empty: none).
+  operand_map keep_a;
+  // copy: the byte ranges (source, destination, bytes) the command moves instead of its dense
+  // copy (none: it moves nothing).
+  struct move {
+    std::uint64_t src = 0, dst = 0, bytes = 0;
+  };
+  std::vector<move> moves;
+  // Called when the block starts the command, before its operands are read (checks).
+  std::function<void()> on_start;
   // softmax: x -> softmax(scale x) over the first valid[r] elements of row r (all rows of all
   // products in order; empty: the whole row); the other elements become 0. on_row sees each
   // row's probabilities (fp32, before rounding).

@@ -76,6 +76,9 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
   const config_node f = root.child_or_empty("functional");
   m_seed = f.get_uint("seed", seed, "seed of the seeded model's weights and of the random prompt (default: seed)");
   m_check_reference = f.get_bool("reference", true, "run the reference model and report quality");
+  // AERP's x tokens: attended from the K and V the RSA recomputed (the default), or, as a check,
+  // from the copies their cache slots still hold (the same commands).
+  m_x_from_cache = f.get_choice("x_tokens", "recompute", {"recompute", "cache"}) == "cache";
   // The model: the weights file `workload.model` names, or seeded weights of its shape.
   std::string file;
   if (wl.has("model") && !wl.is_map("model")) {
@@ -182,6 +185,9 @@ void functional_run::connect(driver& d, memory_plan& plan, layer_ops& ops, kv_po
       if (r->addr < w1 && r->addr + r->bytes > w0)
         throw config_error("workload.placement.kv_memory: functional mode needs the KV cache apart from the weights; "
                            "in " + r->memory + " the plan puts it over them (use an on-chip KV memory)");
+  if (m_x_from_cache && !(policy && policy->recomputes()))
+    throw config_error("functional.x_tokens: 'cache' reads AERP's x tokens from the cache; it needs a policy that "
+                       "stores tokens as x (policy.kv: aerp)");
   m_slots.assign(std::size_t(m_shape.layers) * m_batch * m_kvh, head_slots{});
   for (auto& h : m_slots) h.slot_pos.assign(plan.kv_token_slots(), -1);
   m_kv_on_chip = plan.kv_layers_on_chip();
@@ -359,11 +365,17 @@ void functional_run::load() {
   need += 2 * align(std::uint64_t(c.vocab) * 4, 64) + (2 * c.layers + 1) * align(std::uint64_t(c.dim) * 2, 64);
   m_const = base + cap - align(need);
   m_const_end = base + cap;
+  // AERP: the x store below the constants, one xn row per (layer, sequence, position).
+  const std::uint64_t xbytes = m_policy && m_policy->recomputes()
+                                   ? std::uint64_t(c.layers) * m_batch * (m_context + m_decode) * c.dim * 2
+                                   : 0;
+  m_xstore = xbytes ? m_const - align(xbytes) : 0;
   std::uint64_t top = m_plan->lm_head() + 2 * align(std::uint64_t(c.vocab) * c.dim);
   for (unsigned l = 0; l < c.layers; ++l)
     if (!m_plan->kv(l).v.on_chip) top = std::max(top, m_plan->kv(l).v.addr + m_plan->kv(l).v.bytes);
-  if (top + (1ull << 24) > m_const)
-    throw std::runtime_error("functional mode: the DRAM has no room for the model's constants above its weights and KV");
+  if (top + (1ull << 24) > (xbytes ? m_xstore : m_const))
+    throw std::runtime_error(std::string("functional mode: the DRAM has no room for the model's constants") +
+                             (xbytes ? " and AERP's x store" : "") + " above its weights and KV");
 
   std::uint64_t at = m_const;
   auto take = [&](std::uint64_t bytes) {
@@ -491,6 +503,15 @@ void functional_run::begin_pass(const pass_info& p, const tensor& x) {
   m_pass = p;
   m_norms = 0;
   update_kept(p);
+  // AERP: the tokens stored as x now, whose K and V MM_k and MM_v recompute as stacked rows
+  // (sequence-major, ascending positions).
+  m_stage = stage{};
+  m_x.assign(m_shape.layers, {});
+  if (m_xstore && !p.prefill)
+    for (unsigned l = 0; l < m_shape.layers; ++l)
+      for (unsigned b = 0; b < m_batch; ++b)
+        for (std::uint32_t pos = 0; pos < p.kv_offset; ++pos)
+          if (m_policy->stored_as_x(b, l, pos)) m_x[l].emplace_back(b, pos);
   const std::uint64_t addr = x.where.addr;
   const pass_info copy = p;
   m_drv->after(x.producer, [this, copy, addr] { embed(copy, addr); });
@@ -500,6 +521,8 @@ void functional_run::end_pass(const pass_info& p, std::uint64_t logits_addr) {
   const unsigned V = m_q.cfg.vocab;
   std::vector<std::uint16_t> h(std::size_t(m_batch) * V);
   read(logits_addr, h.data(), h.size() * 2);
+  for (std::uint16_t v : h)
+    for (int i = 0; i < 2; ++i) m_logits_digest = (m_logits_digest ^ ((v >> (8 * i)) & 0xffu)) * 0x100000001b3ull;
   for (unsigned b = 0; b < m_batch; ++b) {
     std::vector<float> lg(V);
     for (unsigned i = 0; i < V; ++i) lg[i] = fn::from_half(h[std::size_t(b) * V + i]);
@@ -555,11 +578,14 @@ void functional_run::gemm(const command& g, std::uint64_t w, std::uint64_t col0)
     m = wi.kind == 'q' ? &L.wq : wi.kind == 'k' ? &L.wk : wi.kind == 'v' ? &L.wv : wi.kind == 'o' ? &L.wo
         : wi.kind == 'g' ? &L.gate : wi.kind == 'u' ? &L.up : &L.down;
   }
-  const std::uint64_t N = m->out, rows = g.m;
-  const std::uint64_t y = g.addr_c - rows * col0 * 2;
+  const std::uint64_t N = m->out, rows = g.m, S = g.extra, K = g.k;
+  // project() writes tile i's columns of the m + extra rows at y + (m + extra) x col0 (tile-major);
+  // functionally the output is the row-major (m + extra) x n matrix the next command reads.
+  const std::uint64_t y = g.addr_c - (rows + S) * col0 * 2;
   d->c.resize(1);
   auto& pcs = d->c[0];
-  if (wi.kind == 'k' || wi.kind == 'v') {  // into each head's slot for the token (the KV cache)
+  const bool kv = wi.kind == 'k' || wi.kind == 'v';
+  if (kv) {  // into each head's slot for the token (the KV cache)
     const unsigned l = unsigned(wi.layer);
     for (std::uint32_t r = 0; r < rows; ++r) {
       const unsigned b = r % m_batch;
@@ -573,12 +599,31 @@ void functional_run::gemm(const command& g, std::uint64_t w, std::uint64_t col0)
                        kv_addr(l, wi.kind == 'v', slot, b, kvh) + (c0 - h0) * 2});
       }
     }
-  } else {
-    for (std::uint32_t r = 0; r < rows; ++r) pcs.push_back({r, 0, g.n, y + (r * N + col0) * 2});
   }
-  // Stacked rows (command.extra): where the command puts them, after its m rows.
-  for (std::uint32_t s = 0; s < g.extra; ++s)
-    pcs.push_back({g.m + s, 0, g.n, g.addr_c + (std::uint64_t(g.m) + s) * g.n * 2});
+  // The row-major output; with stacked rows (command.extra) they follow the m rows. AERP's MM_k
+  // and MM_v write the staging buffer so (new rows, then recomputed rows), and the new rows into
+  // the cache as well.
+  if (!kv || S)
+    for (std::uint32_t r = 0; r < rows + S; ++r) pcs.push_back({r, 0, g.n, y + (r * N + col0) * 2});
+  if (kv && S) {  // AERP: the stacked rows are the x tokens' stored x
+    const unsigned l = unsigned(wi.layer);
+    const auto& xs = m_x[l];
+    if (S != xs.size() || !m_xstore)
+      throw std::logic_error("functional: MM_" + std::string(1, wi.kind) + " of layer " + std::to_string(l) + " stacks " +
+                             std::to_string(S) + " rows, the policy stores " + std::to_string(xs.size()) +
+                             " tokens as x");
+    if (m_stage.layer != int(l)) m_stage = stage{int(l), {0, 0}, rows};
+    m_stage.addr[wi.kind == 'v'] = y;
+    d->a.resize(1);
+    for (std::uint32_t r = 0; r < rows; ++r) d->a[0].push_back({r, 0, g.k, g.addr_a + r * K * 2});
+    for (std::uint32_t s = 0; s < S; ++s)
+      d->a[0].push_back({std::uint32_t(rows + s), 0, g.k, x_addr(l, xs[s].first, xs[s].second)});
+  }
+  if (wi.kind == 'k' && col0 == 0 && m_xstore) {  // AERP: each new row's x kept as the array reads it
+    d->keep_a.resize(1);
+    for (std::uint32_t r = 0; r < rows; ++r)
+      d->keep_a[0].push_back({r, 0, g.k, x_addr(unsigned(wi.layer), r % m_batch, m_pass.kv_offset + r / m_batch)});
+  }
   attach(std::move(d));
 }
 
@@ -594,7 +639,27 @@ void functional_run::sfu(const command& c, const region& in) {
     d->theta = cf.rope_theta;
     bool v = false;
     const int l = kv_layer_of(in.addr, v);
-    if (l >= 0) {  // k: rows (token, sequence, kv head), each in its head's slot
+    if (m_stage.layer >= 0 && in.addr == m_stage.addr[0]) {
+      // AERP's staged keys: rows (new row or stacked row, kv head) in place, each at its token's
+      // position; the new rows' keys into their cache slots as well.
+      const unsigned sl = unsigned(m_stage.layer);
+      const auto& xs = m_x[sl];
+      if (c.m != (m_stage.rows + xs.size()) * m_kvh)
+        throw std::logic_error("functional: the staged keys' RoPE has " + std::to_string(c.m) + " rows, expected " +
+                               std::to_string((m_stage.rows + xs.size()) * m_kvh));
+      d->c.resize(1);
+      for (std::uint32_t r = 0; r < c.m; ++r) {
+        const std::uint64_t row = r / m_kvh;
+        const unsigned kvh = r % m_kvh;
+        const bool fresh = row < m_stage.rows;
+        const unsigned b = fresh ? unsigned(row % m_batch) : xs[row - m_stage.rows].first;
+        const std::uint64_t pos = fresh ? m_pass.kv_offset + row / m_batch : xs[row - m_stage.rows].second;
+        d->positions.push_back(pos);
+        d->c[0].push_back({r, 0, c.k, staged_row(m_stage, false, row, kvh)});
+        if (fresh)
+          d->c[0].push_back({r, 0, c.k, kv_addr(sl, false, hs(sl, b, kvh).pos_slot.at(std::uint32_t(pos)), b, kvh)});
+      }
+    } else if (l >= 0) {  // k: rows (token, sequence, kv head), each in its head's slot
       d->a.resize(1);
       for (std::uint32_t r = 0; r < c.m; ++r) {
         const unsigned kvh = r % m_kvh, b = r / m_kvh % m_batch;
@@ -640,40 +705,105 @@ void functional_run::sfu(const command& c, const region& in) {
 }
 
 void functional_run::attention_maps(const command& c, unsigned l, std::uint64_t h0, std::uint64_t rows_addr, bool v,
-                                    fn::operand_map& rows, fn::operand_map& keys) {
+                                    std::uint64_t first, std::uint64_t total, std::uint64_t scores,
+                                    fn::operand_map& rows, fn::operand_map& keys, fn::operand_map& score_cols) {
   // Product p: KV head h0 + p / batch of sequence p mod batch. Its rows (query head of the
   // group, token) live in q's (or the result's) [token][sequence][head][head_dim]; its keys are
-  // the head's kept tokens, in their slots.
+  // the head's kept tokens, in their slots (or staged). A part covers the columns [first,
+  // first + N) of score rows `total` long.
   const unsigned G = m_heads / m_kvh;
-  const std::uint64_t T = m_pass.rows, P = c.batch ? c.batch : 1, N = v ? c.k : c.n;
+  const std::uint64_t T = m_pass.rows, P = c.batch ? c.batch : 1, N = v ? c.k : c.n, M = c.m;
   rows.assign(P, {});
   keys.assign(P, {});
+  if (N != total) score_cols.assign(P, {});
   for (std::uint64_t p = 0; p < P; ++p) {
     const unsigned kvh = unsigned(h0 + p / m_batch), b = unsigned(p % m_batch);
     for (std::uint32_t r = 0; r < G * T; ++r) {
       const std::uint64_t t = r % T, head = kvh * G + r / T;
       rows[p].push_back({r, 0, m_hd, rows_addr + ((t * m_batch + b) * m_heads + head) * m_hd * 2});
     }
-    head_slots& h = hs(l, b, kvh);
-    if (h.kept.size() > N)
+    const head_slots& h = hs(l, b, kvh);
+    if (h.kept.size() > total)
       throw std::logic_error("functional: a head keeps " + std::to_string(h.kept.size()) +
-                             " tokens, more than the attention command's " + std::to_string(N));
-    for (std::uint32_t j = 0; j < h.kept.size(); ++j)
-      keys[p].push_back({j, 0, m_hd, kv_addr(l, v, h.pos_slot.at(h.kept[j]), b, kvh)});
+                             " tokens, more than the attention's " + std::to_string(total));
+    for (std::uint64_t j = first; j < std::min<std::uint64_t>(h.kept.size(), first + N); ++j)
+      keys[p].push_back({std::uint32_t(j - first), 0, m_hd, key_addr(l, v, b, kvh, h.kept[j])});
+    if (N != total)
+      for (std::uint32_t r = 0; r < M; ++r)
+        score_cols[p].push_back({r, 0, std::uint32_t(N), scores + ((p * M + r) * total + first) * 2});
   }
 }
 
-void functional_run::scores(const command& qk, unsigned l, std::uint64_t h0, std::uint64_t q) {
+bool functional_run::staged(unsigned l) const {
+  return m_stage.layer == int(l) && m_stage.addr[0] && m_stage.addr[1];
+}
+
+std::uint64_t functional_run::staged_row(const stage& st, bool v, std::uint64_t row, unsigned kvh) const {
+  return st.addr[v] + (row * m_kvh + kvh) * m_hd * 2;
+}
+
+int functional_run::stacked_index(unsigned l, unsigned b, std::uint32_t pos) const {
+  const auto& xs = m_x[l];
+  const auto it = std::lower_bound(xs.begin(), xs.end(), std::make_pair(b, pos));
+  return it != xs.end() && *it == std::make_pair(b, pos) ? int(it - xs.begin()) : -1;
+}
+
+std::uint64_t functional_run::x_addr(unsigned l, unsigned b, std::uint64_t pos) const {
+  return m_xstore + ((std::uint64_t(l) * m_batch + b) * (m_context + m_decode) + pos) * m_q.cfg.dim * 2;
+}
+
+std::uint64_t functional_run::key_addr(unsigned l, bool v, unsigned b, unsigned kvh, std::uint32_t pos) const {
+  if (staged(l)) {  // AERP: the new token and the x tokens from the staging buffer
+    if (pos >= m_pass.kv_offset) return staged_row(m_stage, v, (pos - m_pass.kv_offset) * m_batch + b, kvh);
+    const int i = m_x_from_cache ? -1 : stacked_index(l, b, pos);
+    if (i >= 0) return staged_row(m_stage, v, m_stage.rows + std::uint64_t(i), kvh);
+  }
+  return kv_addr(l, v, hs(l, b, kvh).pos_slot.at(pos), b, kvh);
+}
+
+void functional_run::check_recomputed(unsigned l, const stage& st) {
+  // Each x token's recomputed K (after RoPE) and V against what its cache slot holds since the
+  // token was projected, in every KV head that keeps it: the bytes as written (no fault).
+  std::vector<unsigned char> a(m_hd * 2), c(m_hd * 2);
+  const auto& xs = m_x[l];
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    for (unsigned kvh = 0; kvh < m_kvh; ++kvh) {
+      const auto& slots = hs(l, xs[i].first, kvh).pos_slot;
+      const auto it = slots.find(xs[i].second);
+      if (it == slots.end()) continue;  // this head has evicted the token
+      for (bool v : {false, true}) {
+        debug(tlm::TLM_READ_COMMAND, staged_row(st, v, st.rows + i, kvh), a.data(), a.size());
+        debug(tlm::TLM_READ_COMMAND, kv_addr(l, v, it->second, xs[i].first, kvh), c.data(), c.size());
+        m_recomputed_rows += 1;
+        if (a == c) m_recomputed_equal += 1;
+      }
+    }
+}
+
+void functional_run::scores(const command& qk, unsigned l, std::uint64_t h0, std::uint64_t q, std::uint64_t first,
+                            std::uint64_t total) {
   m_attn = attn_ctx{l, h0};
   auto d = std::make_shared<fn::desc>();
-  attention_maps(qk, l, h0, q, false, d->a, d->b);
+  attention_maps(qk, l, h0, q, false, first, total, qk.addr_c - first * 2, d->a, d->b, d->c);
+  // The staged rows are complete when the layer's first q . K^T starts (the RSA ran MM_v before
+  // it, the firmware waited for the keys' RoPE).
+  if (staged(l) && h0 == 0 && first == 0) d->on_start = [this, l, st = m_stage] { check_recomputed(l, st); };
   attach(std::move(d));
 }
 
-void functional_run::context(const command& av, unsigned l, std::uint64_t h0, std::uint64_t out) {
+void functional_run::context(const command& av, unsigned l, std::uint64_t h0, std::uint64_t out, std::uint64_t first,
+                             std::uint64_t total) {
   auto d = std::make_shared<fn::desc>();
-  attention_maps(av, l, h0, out, true, d->c, d->b);
+  attention_maps(av, l, h0, out, true, first, total, av.addr_a - first * 2, d->c, d->b, d->a);
+  d->accumulate = first > 0;  // a later part adds to the earlier parts' result
   attach(std::move(d));
+}
+
+void functional_run::copy_new_rows(unsigned, bool) {
+  // The staged MM_k and MM_v and the keys' RoPE already wrote the new rows into their cache slots
+  // (the staging buffer lives in the layer's activation arena, which the next layer may reuse
+  // before this copy runs): the copy moves nothing functionally.
+  attach(std::make_shared<fn::desc>());
 }
 
 // ---- results -----------------------------------------------------------------------------------
@@ -704,6 +834,8 @@ void functional_run::add_results(nlohmann::json& r) const {
     quality["perplexity"] = nullptr;
   }
   r["quality"] = quality;
+  char digest[20];
+  std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(m_logits_digest));
   nlohmann::json toks = nlohmann::json::array();
   for (const auto& t : m_tokens) toks.push_back(t);
   r["functional"] = {{"model", m_q.cfg.name},
@@ -712,6 +844,10 @@ void functional_run::add_results(nlohmann::json& r) const {
                      {"tokens", toks},
                      {"commands_computed", m_engine->commands()},
                      {"faults", m_fault == fault_mode::none ? "none" : m_fault == fault_mode::ber ? "ber" : "retention"},
+                     {"logits_digest", digest},
+                     {"x_tokens", m_x_from_cache ? "cache" : "recompute"},
+                     {"x_store_bytes", m_xstore ? m_const - m_xstore : 0},
+                     {"recompute_check", {{"rows", m_recomputed_rows}, {"bit_equal", m_recomputed_equal}}},
                      {"ber", m_ber},
                      {"setup_wall_s", m_wall_s}};
 }

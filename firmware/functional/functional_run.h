@@ -10,7 +10,10 @@
 //   - writes each pass's token embeddings, reads the logits, picks the next tokens (greedy, or
 //     the text's tokens), runs the reference model on the same tokens and kept sets and keeps the
 //     quality metrics;
-//   - records the attention probabilities the SFU computed: the `functional` attention source.
+//   - records the attention probabilities the SFU computed: the `functional` attention source;
+//   - with AERP, keeps every token's normed input x (captured as MM_k reads it) and describes the
+//     recomputation of the x tokens' K and V (stacked rows), their RoPE and their attention from
+//     the staging buffers, and checks the recomputed rows against the cache bit for bit.
 #pragma once
 
 #include "firmware/driver/driver.h"
@@ -55,8 +58,11 @@ class functional_run : public functional_hooks, public fn::memory_port {
   // functional_hooks
   void gemm(const command& g, std::uint64_t w, std::uint64_t col0) override;
   void sfu(const command& c, const region& in) override;
-  void scores(const command& qk, unsigned layer, std::uint64_t h0, std::uint64_t q) override;
-  void context(const command& av, unsigned layer, std::uint64_t h0, std::uint64_t out) override;
+  void scores(const command& qk, unsigned layer, std::uint64_t h0, std::uint64_t q, std::uint64_t first,
+              std::uint64_t total) override;
+  void context(const command& av, unsigned layer, std::uint64_t h0, std::uint64_t out, std::uint64_t first,
+               std::uint64_t total) override;
+  void copy_new_rows(unsigned layer, bool v) override;
   // memory_port
   void read(std::uint64_t addr, void* dst, std::uint64_t len) override;
   void write(std::uint64_t addr, const void* src, std::uint64_t len) override;
@@ -96,11 +102,28 @@ class functional_run : public functional_hooks, public fn::memory_port {
   void write_matrix(std::uint64_t addr, const fn::qmatrix& m, std::uint64_t scales_addr, int layer, char kind);
   std::uint64_t tile_cols(std::uint64_t k, std::uint64_t n) const;
   head_slots& hs(unsigned l, unsigned b, unsigned kvh) { return m_slots[(std::size_t(l) * m_batch + b) * m_kvh + kvh]; }
+  const head_slots& hs(unsigned l, unsigned b, unsigned kvh) const {
+    return m_slots[(std::size_t(l) * m_batch + b) * m_kvh + kvh];
+  }
   std::uint64_t kv_addr(unsigned l, bool v, std::uint64_t slot, unsigned b, unsigned kvh) const;
   void update_kept(const pass_info& p);
   void attach(std::shared_ptr<fn::desc> d);
+  // Product p's query (or result) rows, the keys of columns [first, first + n) of its score rows
+  // (the head's kept tokens, ascending), and, for a part of score rows `total` long, where the
+  // part's columns are in the score buffer at `scores`.
   void attention_maps(const command& c, unsigned l, std::uint64_t h0, std::uint64_t rows_addr, bool v,
-                      fn::operand_map& rows, fn::operand_map& keys);
+                      std::uint64_t first, std::uint64_t total, std::uint64_t scores, fn::operand_map& rows,
+                      fn::operand_map& keys, fn::operand_map& score_cols);
+  // Where the attention reads K (or V) of `pos` in (layer, sequence, KV head): its cache slot, or
+  // with AERP's staging the staged row of a new token or of an x token.
+  std::uint64_t key_addr(unsigned l, bool v, unsigned b, unsigned kvh, std::uint32_t pos) const;
+  // AERP: the x store (every token's xn row per layer and sequence), the staged rows.
+  std::uint64_t x_addr(unsigned l, unsigned b, std::uint64_t pos) const;
+  struct stage;
+  bool staged(unsigned l) const;
+  std::uint64_t staged_row(const stage& st, bool v, std::uint64_t row, unsigned kvh) const;
+  int stacked_index(unsigned l, unsigned b, std::uint32_t pos) const;
+  void check_recomputed(unsigned l, const stage& st);
   void embed(const pass_info& p, std::uint64_t x_addr);
   int kv_layer_of(std::uint64_t addr, bool& is_v) const;
   void inject(std::uint64_t addr, unsigned char* data, std::uint64_t len);
@@ -145,6 +168,17 @@ class functional_run : public functional_hooks, public fn::memory_port {
   std::vector<std::array<std::vector<kv_elem>, 2>> m_written;  // on-chip layers: K, V elements
   std::array<double, 4> m_bits_read{}, m_flipped{};
   double m_wall_s = 0;
+  std::uint64_t m_logits_digest = 0xcbf29ce484222325ull;  // FNV-1a of every logit's bits
+  // AERP.
+  std::uint64_t m_xstore = 0;      // DRAM address of the x store (0: none)
+  bool m_x_from_cache = false;     // functional.x_tokens: cache
+  std::vector<std::vector<std::pair<unsigned, std::uint32_t>>> m_x;  // per layer: (sequence, position) stacked
+  struct stage {
+    int layer = -1;
+    std::uint64_t addr[2] = {0, 0};  // K, V: (new rows, then recomputed rows) x kv_heads x head_dim
+    std::uint64_t rows = 0;          // new rows
+  } m_stage;
+  double m_recomputed_rows = 0, m_recomputed_equal = 0;  // (x token, KV head) K and V rows checked
 };
 
 }  // namespace kelle

@@ -19,9 +19,17 @@ class functional_hooks {
   // An SFU command whose first operand is `in`.
   virtual void sfu(const command& c, const region& in) = 0;
   // q . K^T and A . V of KV heads [h0, h0 + batch / sequences) of `layer`; `q` and `out` are
-  // the (sequences x tokens) x (heads x head_dim) query and result tensors.
-  virtual void scores(const command& qk, unsigned layer, std::uint64_t h0, std::uint64_t q) = 0;
-  virtual void context(const command& av, unsigned layer, std::uint64_t h0, std::uint64_t out) = 0;
+  // the (sequences x tokens) x (heads x head_dim) query and result tensors. The command covers
+  // the key columns [first, first + its n (q . K^T) or k (A . V)) of score rows `total` keys
+  // long: the attention is read in parts (AERP's staging), an A . V after the first part adds
+  // to the result.
+  virtual void scores(const command& qk, unsigned layer, std::uint64_t h0, std::uint64_t q, std::uint64_t first,
+                      std::uint64_t total) = 0;
+  virtual void context(const command& av, unsigned layer, std::uint64_t h0, std::uint64_t out, std::uint64_t first,
+                       std::uint64_t total) = 0;
+  // AERP: the next DMA copies the staged new rows of K (v false) or V of `layer` into their cache
+  // slots.
+  virtual void copy_new_rows(unsigned layer, bool v) = 0;
 };
 
 }  // namespace kelle

@@ -122,8 +122,8 @@ ticket layer_ops::append_kv(const tensor& xn, unsigned layer, bool v, const pass
   const auto& w = m_plan.weights(layer);
   const region slot = kv_slot(layer, v, pass);
   const std::uint64_t kv = std::uint64_t(m_model.kv_heads) * m_model.head_dim, rows = std::uint64_t(pass.batch) * pass.rows;
-  // Functional mode reads the cache by its data layout and has no staging (docs/functional.md).
-  const std::uint64_t S = m_fn || pass.prefill ? 0 : pass.recompute_rows(layer);
+  // The prefill computes every token's K and V anyway: nothing to recompute.
+  const std::uint64_t S = pass.prefill ? 0 : pass.recompute_rows(layer);
   if (m_stage.layer != layer) copy_new_rows();  // the previous layer's
   if (S == 0) {
     const ticket t = project(xn, v ? w.v : w.k, m_model.hidden, kv, slot, rows, first, &traffic::kv);
@@ -193,6 +193,7 @@ void layer_ops::copy_new_rows() {
     m_stage.copy_pending[v] = false;
     const region& slot = m_stage.slot[v];
     m_drv.wait(m_stage.ready[v]);  // K roped, V projected
+    if (m_fn) m_fn->copy_new_rows(m_stage.layer, v);
     m_drv.dma(m_stage.buf[v].where.addr, slot.addr, slot.bytes);
     count(m_stage.buf[v].where, slot.bytes, &traffic::activations);
     count(slot, slot.bytes, &traffic::kv);
@@ -237,7 +238,7 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
     tensor& s = buf[j % 2];
     if (user[j % 2].valid()) m_drv.wait(user[j % 2]);  // the buffer's previous group is done
     if (!parts.empty()) {
-      parts_attention(q, pass, out, s, h0, h, parts, select);
+      parts_attention(q, pass, layer, out, s, h0, h, parts, select);
       last = s.producer;
       user[j % 2] = last;
       s = tensor{s.where, {}, -1, "scores"};
@@ -253,7 +254,7 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
     qk.addr_b = kv.k.addr + B * h0 * N * D * ab;
     qk.addr_c = s.where.addr;
     if (select && m_evictor) qk.flags = flag_scores_to_evictor;
-    if (m_fn) m_fn->scores(qk, layer, h0, q.where.addr);
+    if (m_fn) m_fn->scores(qk, layer, h0, q.where.addr, 0, N);
     const ticket t1 = m_drv.submit("rsa", qk);
     count(kv.k, B * h * N * D * ab, &traffic::kv);
     count(q.where, B * h * g * T * D * ab, &traffic::activations);
@@ -273,7 +274,7 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
     av.addr_b = kv.v.addr + B * h0 * N * D * ab;
     av.addr_c = out.addr + B * h0 * g * T * D * ab;
     depend(s, "rsa");
-    if (m_fn) m_fn->context(av, layer, h0, out.addr);
+    if (m_fn) m_fn->context(av, layer, h0, out.addr, 0, N);
     last = m_drv.submit("rsa", av);
     count(kv.v, B * h * N * D * ab, &traffic::kv);
     count(s.where, scores_bytes(h), &traffic::activations);
@@ -323,7 +324,7 @@ void layer_ops::select_victims(const pass_info& pass, std::uint64_t n) {
   }
 }
 
-void layer_ops::parts_attention(const tensor& q, const pass_info& pass, const region& out, tensor& s,
+void layer_ops::parts_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out, tensor& s,
                                 std::uint64_t h0, std::uint64_t h, const std::vector<kv_part>& parts,
                                 bool select) {
   const bool to_evictor = select && m_evictor;
@@ -350,6 +351,7 @@ void layer_ops::parts_attention(const tensor& q, const pass_info& pass, const re
     qk.addr_b = at(pt.k, pt, bytes);
     qk.addr_c = s.where.addr + pt.first * ab;
     if (to_evictor) qk.flags = flag_scores_to_evictor;
+    if (m_fn) m_fn->scores(qk, layer, h0, q.where.addr, pt.first, N);
     t1 = m_drv.submit("rsa", qk);
     count(pt.k, bytes, pt.kind);
     count(q.where, B * h * g * T * D * ab, &traffic::activations);
@@ -372,6 +374,7 @@ void layer_ops::parts_attention(const tensor& q, const pass_info& pass, const re
     av.addr_a = s.where.addr + pt.first * ab;
     av.addr_b = at(pt.v, pt, bytes);
     av.addr_c = out.addr + B * h0 * g * T * D * ab;
+    if (m_fn) m_fn->context(av, layer, h0, out.addr, pt.first, N);
     last = m_drv.submit("rsa", av);
     count(pt.v, bytes, pt.kind);
     count(s.where, B * h * g * T * pt.n * ab, &traffic::activations);

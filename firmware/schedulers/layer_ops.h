@@ -94,7 +94,7 @@ class layer_ops {
   // Where the new tokens' K or V go in the cache.
   region kv_slot(unsigned layer, bool v, const pass_info& pass) const;
   // MM_k or MM_v: projects xn with W_K or W_V straight into the cache slots of the new tokens.
-  // With AERP (pass.recompute_rows(layer) > 0, timing mode) the x vectors of the layer's x tokens
+  // With AERP (pass.recompute_rows(layer) > 0, a decode step) the x vectors of the layer's x tokens
   // are stacked under xn (command.extra rows, read from where x is stored), the results go to a
   // staging buffer (new rows, then recomputed rows) that the attention reads, and the new rows
   // are copied into the cache slots once the attention has been issued.
@@ -170,8 +170,8 @@ class layer_ops {
     std::uint64_t head_bytes;  // bytes of K (or V) between consecutive KV heads' data
     double traffic::*kind;     // what its DRAM traffic is counted as
   };
-  void parts_attention(const tensor& q, const pass_info& pass, const region& out, tensor& s, std::uint64_t h0,
-                       std::uint64_t h, const std::vector<kv_part>& parts, bool select);
+  void parts_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out, tensor& s,
+                       std::uint64_t h0, std::uint64_t h, const std::vector<kv_part>& parts, bool select);
   // Issues the AERP staging's pending copies of the new rows into the cache (after the attention).
   void copy_new_rows();
   void count(const region& r, std::uint64_t bytes, double traffic::*kind);

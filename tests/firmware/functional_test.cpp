@@ -56,6 +56,28 @@ void matches_reference(const nlohmann::json& r) {
   CHECK(q["nonfinite_logits"].get<double>() == 0);
 }
 
+// The small model with AERP storing tokens as x: budget 10, 2 sinks, a window of 4. In the
+// grouped-query model x (hidden x 2 B) is never smaller than the K and V it replaces, so the size
+// rule is off; `extra` adds overrides.
+nlohmann::json run_aerp(std::vector<std::string> extra) {
+  std::vector<std::string> o = {"policy.kv=aerp", "policy.kv_budget=10", "policy.sink_tokens=2",
+                                "policy.recent_window=4", "policy.x_only_if_smaller=false"};
+  o.insert(o.end(), extra.begin(), extra.end());
+  return run(o);
+}
+
+// AERP's recomputation ran and every recomputed K and V row equals its cached copy bit for bit.
+void recomputed_bit_for_bit(const nlohmann::json& r) {
+  INFO(r["kv"].dump() << r["functional"]["recompute_check"].dump());
+  REQUIRE(r["kv"]["tokens_as_x"].get<double>() > 0);
+  const double macs = r["kv"]["recompute_macs"].get<double>();
+  CHECK(macs > 0);
+  CHECK(r["stats"]["rsa"]["recompute_macs"]["value"].get<double>() == macs);  // the stacked rows were issued
+  const auto& c = r["functional"]["recompute_check"];
+  CHECK(c["rows"].get<double>() > 0);
+  CHECK(c["bit_equal"] == c["rows"]);
+}
+
 // A memory of bytes for the engine alone (unwritten bytes read as 0).
 struct byte_memory : fn::memory_port {
   std::map<std::uint64_t, unsigned char> b;
@@ -310,4 +332,49 @@ TEST_CASE("functional: an attention in parts adds up, a gemm keeps its input row
   e.attach(5, std::make_shared<fn::desc>());
   e.run(cp);
   CHECK(m.get(0xa00) == 0.0f);
+}
+
+TEST_CASE("functional: AERP recomputes its x tokens' K and V from their stored x, bit for bit the cached ones",
+          "[functional]") {
+  // Every token's xn is kept as MM_k reads it; in each decode step MM_k and MM_v recompute the x
+  // tokens' K and V as stacked rows, RoPE rotates the keys at their positions, and the attention
+  // reads them from the staging buffer. Against the same run reading the x tokens' K and V from
+  // their cache slots (the same commands): the same logits, bit for bit.
+  for (const char* s : {"kelle", "baseline"}) {
+    INFO(s);
+    const auto r = run_aerp({std::string("scheduler=") + s});
+    recomputed_bit_for_bit(r);
+    matches_reference(r);
+    const auto c = run_aerp({std::string("scheduler=") + s, "functional.x_tokens=cache"});
+    CHECK(c["functional"]["logits_digest"] == r["functional"]["logits_digest"]);
+    CHECK(c["functional"]["tokens"] == r["functional"]["tokens"]);
+    CHECK(c["quality"] == r["quality"]);
+  }
+}
+
+TEST_CASE("functional: AERP on a multi-head model, batch 2, attends over the same kept tokens as AEP", "[functional]") {
+  // With one KV head per query head x is smaller than the K and V of the heads that keep it, so
+  // AERP stores tokens as x under its default rules; AEP keeps the same tokens as K and V.
+  const std::vector<std::string> o = {
+      "workload.model={name: mha, layers: 2, hidden: 64, heads: 4, kv_heads: 4, ffn: 128, vocab: 256}",
+      "workload.batch=2", "policy.kv_budget=10", "policy.sink_tokens=2", "policy.recent_window=4"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), o.begin(), o.end());
+    return run(extra);
+  };
+  const auto aerp = with({"policy.kv=aerp"}), aep = with({"policy.kv=aep"});
+  recomputed_bit_for_bit(aerp);
+  matches_reference(aerp);
+  matches_reference(aep);
+  CHECK(aerp["kv"]["tokens_kept"] == aep["kv"]["tokens_kept"]);
+  CHECK(aerp["functional"]["tokens"] == aep["functional"]["tokens"]);
+  // (Not bit for bit AEP's logits: the attention of a staged layer is read in parts, cache then
+  // staging, so A . V adds two rounded partial sums where AEP's one command rounds once.)
+  const auto cache = with({"policy.kv=aerp", "functional.x_tokens=cache"});
+  CHECK(cache["functional"]["logits_digest"] == aerp["functional"]["logits_digest"]);
+}
+
+TEST_CASE("functional: x_tokens=cache needs a policy that stores tokens as x", "[functional]") {
+  CHECK_THROWS_WITH(run({"policy.kv=aep", "functional.x_tokens=cache"}), Catch::Contains("functional.x_tokens"));
+  CHECK_THROWS_WITH(run({"functional.x_tokens=sometimes"}), Catch::Contains("x_tokens"));
 }

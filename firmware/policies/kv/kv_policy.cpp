@@ -126,6 +126,7 @@ class kv_engine final : public kv_policy {
 
   std::string name() const override { return m_p.name; }
   std::uint64_t budget() const override { return m_p.kv_budget; }
+  bool recomputes() const override { return m_p.recompute; }
   u64 tokens() const override { return m_tokens; }
   unsigned batch() const override { return m_batch; }
   unsigned layers() const override { return m_model.layers; }

@@ -51,6 +51,9 @@ class kv_policy {
   virtual std::string name() const = 0;
   // Tokens a KV head keeps at most (0: no limit): what the KV cache has to hold per head.
   virtual std::uint64_t budget() const = 0;
+  // Whether tokens may be stored as x and their K and V recomputed (AERP): the firmware has to
+  // keep each token's x until the policy has decided.
+  virtual bool recomputes() const { return false; }
 
   // Prefill of `context_len` tokens in every sequence (positions 0 .. context_len - 1).
   virtual void prefill(std::uint64_t context_len) = 0;

@@ -585,7 +585,7 @@ void functional_run::gemm(const command& g, std::uint64_t w, std::uint64_t col0)
   d->c.resize(1);
   auto& pcs = d->c[0];
   const bool kv = wi.kind == 'k' || wi.kind == 'v';
-  if (kv) {  // into each head's slot for the token (the KV cache)
+  if (kv && !S) {  // into each head's slot for the token (the KV cache)
     const unsigned l = unsigned(wi.layer);
     for (std::uint32_t r = 0; r < rows; ++r) {
       const unsigned b = r % m_batch;
@@ -600,9 +600,8 @@ void functional_run::gemm(const command& g, std::uint64_t w, std::uint64_t col0)
       }
     }
   }
-  // The row-major output; with stacked rows (command.extra) they follow the m rows. AERP's MM_k
-  // and MM_v write the staging buffer so (new rows, then recomputed rows), and the new rows into
-  // the cache as well.
+  // The row-major output; with stacked rows (command.extra) they follow the m rows: AERP's MM_k
+  // and MM_v write the staging buffer so (new rows, then recomputed rows).
   if (!kv || S)
     for (std::uint32_t r = 0; r < rows + S; ++r) pcs.push_back({r, 0, g.n, y + (r * N + col0) * 2});
   if (kv && S) {  // AERP: the stacked rows are the x tokens' stored x
@@ -640,24 +639,16 @@ void functional_run::sfu(const command& c, const region& in) {
     bool v = false;
     const int l = kv_layer_of(in.addr, v);
     if (m_stage.layer >= 0 && in.addr == m_stage.addr[0]) {
-      // AERP's staged keys: rows (new row or stacked row, kv head) in place, each at its token's
-      // position; the new rows' keys into their cache slots as well.
+      // AERP's staged keys: rows (new row or stacked row, kv head), dense in place, each at its
+      // token's position.
       const unsigned sl = unsigned(m_stage.layer);
       const auto& xs = m_x[sl];
       if (c.m != (m_stage.rows + xs.size()) * m_kvh)
         throw std::logic_error("functional: the staged keys' RoPE has " + std::to_string(c.m) + " rows, expected " +
                                std::to_string((m_stage.rows + xs.size()) * m_kvh));
-      d->c.resize(1);
       for (std::uint32_t r = 0; r < c.m; ++r) {
         const std::uint64_t row = r / m_kvh;
-        const unsigned kvh = r % m_kvh;
-        const bool fresh = row < m_stage.rows;
-        const unsigned b = fresh ? unsigned(row % m_batch) : xs[row - m_stage.rows].first;
-        const std::uint64_t pos = fresh ? m_pass.kv_offset + row / m_batch : xs[row - m_stage.rows].second;
-        d->positions.push_back(pos);
-        d->c[0].push_back({r, 0, c.k, staged_row(m_stage, false, row, kvh)});
-        if (fresh)
-          d->c[0].push_back({r, 0, c.k, kv_addr(sl, false, hs(sl, b, kvh).pos_slot.at(std::uint32_t(pos)), b, kvh)});
+        d->positions.push_back(row < m_stage.rows ? m_pass.kv_offset + row / m_batch : xs[row - m_stage.rows].second);
       }
     } else if (l >= 0) {  // k: rows (token, sequence, kv head), each in its head's slot
       d->a.resize(1);
@@ -799,11 +790,18 @@ void functional_run::context(const command& av, unsigned l, std::uint64_t h0, st
   attach(std::move(d));
 }
 
-void functional_run::copy_new_rows(unsigned, bool) {
-  // The staged MM_k and MM_v and the keys' RoPE already wrote the new rows into their cache slots
-  // (the staging buffer lives in the layer's activation arena, which the next layer may reuse
-  // before this copy runs): the copy moves nothing functionally.
-  attach(std::make_shared<fn::desc>());
+void functional_run::copy_new_rows(unsigned l, bool v) {
+  // The staged new rows (K after its RoPE) into each head's slot for the token.
+  if (!staged(l)) throw std::logic_error("functional: a copy of staged rows of layer " + std::to_string(l) + ", not staged");
+  auto d = std::make_shared<fn::desc>();
+  for (std::uint64_t row = 0; row < m_stage.rows; ++row) {
+    const unsigned b = unsigned(row % m_batch);
+    const std::uint32_t pos = std::uint32_t(m_pass.kv_offset + row / m_batch);
+    for (unsigned kvh = 0; kvh < m_kvh; ++kvh)
+      d->moves.push_back({staged_row(m_stage, v, row, kvh), kv_addr(l, v, hs(l, b, kvh).pos_slot.at(pos), b, kvh),
+                          std::uint64_t(m_hd) * 2});
+  }
+  attach(std::move(d));
 }
 
 // ---- results -----------------------------------------------------------------------------------

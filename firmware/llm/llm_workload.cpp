@@ -234,19 +234,27 @@ void llm_workload::run() {
   }
   m_prefill_s = sc_core::sc_time_stamp().to_seconds();
   progress("decode step", 0, static_cast<unsigned>(m_decode));
-  // Detailed: the first two steps (a slope to extrapolate with from the start), every k-th and
-  // the last.
-  auto detailed = [this](unsigned s) { return s % m_sample_every == 0 || s == 1 || s + 1 == m_decode; };
+  // Detailed: the first two steps (a slope to extrapolate with from the start), every k-th, the
+  // last, and the first two of every new regime.
+  auto detailed = [this](unsigned s) {
+    return m_force_detailed > 0 || s % m_sample_every == 0 || s == 1 || s + 1 == m_decode;
+  };
   for (unsigned s = 0; s < m_decode;) {
     if (!detailed(s)) {
       unsigned end = s + 1;
       while (end < m_decode && !detailed(end)) ++end;
-      skip_steps(p, s, end);
-      s = end;
+      s = skip_steps(p, s, end);
       progress("decode step", s, static_cast<unsigned>(m_decode));
       continue;
     }
-    begin_decode_step(p, s);
+    if (m_force_detailed) --m_force_detailed;
+    if (!m_step_ready) begin_decode_step(p, s);
+    m_step_ready = false;
+    if (const std::uint64_t r = regime(p); r != m_regime) {  // a new regime: a fresh slope from two of its steps
+      if (m_regime != no_regime) m_force_detailed = 1;
+      m_samples.clear();
+      m_regime = r;
+    }
     const bool sampling = m_sample_every > 1;
     const counter_snapshot before = sampling ? snapshot_counters() : counter_snapshot{};
     const std::vector<double> v0 = sampling ? sample_vector(before) : std::vector<double>{};
@@ -259,7 +267,7 @@ void llm_workload::run() {
     ++m_detailed_steps;
     if (sampling) {
       step_sample smp;
-      smp.x = attended_total(p);
+      smp.x = cost_driver(p);
       smp.dt = sc_core::sc_time_stamp().to_seconds() - t0;
       smp.v = sample_vector(snapshot_counters());
       for (std::size_t i = 0; i < smp.v.size(); ++i) smp.v[i] -= i < v0.size() ? v0[i] : 0.0;
@@ -294,9 +302,10 @@ void llm_workload::decode_step_policy(pass_info& p) {
   apply_refresh();     // the score groups changed
 }
 
-double llm_workload::attended_total(const pass_info& p) const {
+double llm_workload::cost_driver(const pass_info& p) const {
   double x = 0;
-  for (unsigned l = 0; l < m_model.layers; ++l) x += static_cast<double>(p.attended(l));
+  for (unsigned l = 0; l < m_model.layers; ++l)
+    x += static_cast<double>(p.attended(l)) + static_cast<double>(p.recompute_rows(l));
   return x;
 }
 
@@ -345,7 +354,13 @@ std::vector<double> llm_workload::sample_vector(const counter_snapshot& c) const
   return v;
 }
 
-void llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
+std::uint64_t llm_workload::regime(const pass_info& p) const {
+  std::uint64_t r = 0;  // bit 0: a layer evicts; bit 1: a layer recomputes
+  for (unsigned l = 0; l < m_model.layers; ++l) r |= (p.evicts(l) ? 1u : 0u) | (p.recompute_rows(l) ? 2u : 0u);
+  return r;
+}
+
+unsigned llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
   // The last two detailed steps: a (latest) and q (before it).
   const step_sample* a = m_samples.empty() ? nullptr : &m_samples.back();
   const step_sample* q = m_samples.size() > 1 ? &m_samples.front() : nullptr;
@@ -356,7 +371,13 @@ void llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
   const double t_skip0 = sc_core::sc_time_stamp().to_seconds();
   for (unsigned s = first; s < end; ++s) {
     begin_decode_step(p, s);
-    const double w = slope ? (attended_total(p) - a->x) / (a->x - q->x) : 0.0;
+    if (regime(p) != m_regime) {  // stop: this step is simulated in detail
+      m_step_ready = true;
+      m_force_detailed = 1;
+      end = s;
+      break;
+    }
+    const double w = slope ? (cost_driver(p) - a->x) / (a->x - q->x) : 0.0;
     weights += w;
     const double dt = std::max(0.0, a->dt + (slope ? (a->dt - q->dt) * w : 0.0));
     const double t0 = sc_core::sc_time_stamp().to_seconds();
@@ -368,6 +389,7 @@ void llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
     step_record r{"decode", p.step, t0, sc_core::sc_time_stamp().to_seconds(), 0, 0, 0, false};
     m_steps.push_back(r);
   }
+  if (end == first) return end;
   const double n = end - first;
   for (std::size_t i = 0; i < amount.size(); ++i) {
     const double di = a->v[i], dq = q && i < q->v.size() ? q->v[i] : di;
@@ -402,6 +424,7 @@ void llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
     m_steps[i].dram_kv = t.kv * share;
     m_steps[i].dram_act = t.activations * share;
   }
+  return end;
 }
 
 void llm_workload::add_results(nlohmann::json& r) const {

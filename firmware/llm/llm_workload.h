@@ -46,7 +46,7 @@ class llm_workload : public workload {
   // simulated time, every statistics counter, the firmware's traffic by kind, the KV bytes
   // written, each layer's time and the activation lifetimes by kind (count, total).
   struct step_sample {
-    double x = 0;  // the step's cost driver: tokens attended, summed over layers
+    double x = 0;  // the step's cost driver (cost_driver())
     double dt = 0;
     std::vector<double> v;
   };
@@ -54,14 +54,24 @@ class llm_workload : public workload {
   void run();
   void pass(const pass_info& p);
   // Sampled decode: the steps after `last` up to (not including) the next detailed one are not
-  // simulated; their cost is extrapolated affinely in the attended tokens from the last two
+  // simulated; their cost is extrapolated affinely in the cost driver from the last two
   // detailed steps, while the policies still see every step and simulated time advances.
-  void skip_steps(pass_info& p, unsigned first, unsigned end);
+  // The driver: tokens attended plus AERP's recomputed rows, summed over layers.
+  // Returns where it stopped: `end`, or the first step of a new regime (regime()), whose policy
+  // step has then been taken (m_step_ready) and which is simulated in detail with the next one.
+  unsigned skip_steps(pass_info& p, unsigned first, unsigned end);
+  // What decides the shape of a decode step beyond the cost driver: whether any layer evicts
+  // (victim selection) and whether any recomputes (AERP). Samples of one regime are not
+  // extrapolated into another.
+  std::uint64_t regime(const pass_info& p) const;
+  static constexpr std::uint64_t no_regime = ~std::uint64_t(0);
   void decode_step_policy(pass_info& p);
   // Sets `p` up for decode step s (0-based) and lets the policies see the new token.
   void begin_decode_step(pass_info& p, unsigned s);
-  // Tokens attended in the pass, summed over layers.
-  double attended_total(const pass_info& p) const;
+  // What a decode step's cost grows with, summed over layers: the tokens a head attends to (the
+  // KV it reads) plus AERP's stacked recompute rows (x tokens of the batch). Exact when only one
+  // of them changes between steps (a growing cache; AERP once the heads are at their budget).
+  double cost_driver(const pass_info& p) const;
   // Marks the new tokens' KV slots live in on-chip eDRAM (steps that are not simulated).
   void mark_kv_live(const pass_info& p);
   // Marks the context's slots of a partly placed layer live on chip (after the prefill).
@@ -92,6 +102,9 @@ class llm_workload : public workload {
   unsigned m_sample_every = 1;  // 1: every decode step in detail
   unsigned m_detailed_steps = 0;
   std::vector<step_sample> m_samples;         // the last two detailed decode steps
+  std::uint64_t m_regime = no_regime;         // of the last detailed step
+  unsigned m_force_detailed = 0;              // steps to simulate in detail whatever k says
+  bool m_step_ready = false;                  // the next step's policy step is already taken
   mutable std::map<std::string, unsigned> m_life_kind;  // lifetime kind -> index in step_sample::v
   std::map<std::string, std::pair<double, double>> m_extra_life;  // extrapolated (count, total)
   double m_extra_commands = 0;                // extrapolated firmware commands

@@ -124,7 +124,7 @@ ticket layer_ops::append_kv(const tensor& xn, unsigned layer, bool v, const pass
   const std::uint64_t kv = std::uint64_t(m_model.kv_heads) * m_model.head_dim, rows = std::uint64_t(pass.batch) * pass.rows;
   // The prefill computes every token's K and V anyway: nothing to recompute.
   const std::uint64_t S = pass.prefill ? 0 : pass.recompute_rows(layer);
-  if (m_stage.layer != layer) copy_new_rows();  // the previous layer's
+  if (m_stage.layer != layer) copy_new_rows();  // a previous layer's, if its attention did not run
   if (S == 0) {
     const ticket t = project(xn, v ? w.v : w.k, m_model.hidden, kv, slot, rows, first, &traffic::kv);
     m_kv_written += static_cast<double>(slot.bytes);
@@ -283,8 +283,13 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
     user[j % 2] = last;
     s = tensor{s.where, {}, -1, "scores"};
   }
-  if (staged)
+  if (staged) {
     for (tensor& t : m_stage.buf) last_use(t, last);
+    // The new rows go into their cache slots now, while the staging buffers are still the
+    // layer's: the DMA runs in order, so the copies finish before the weight tiles the layer's
+    // FFN needs (and before the arena is reused by the next layer).
+    copy_new_rows();
+  }
   if (select && m_evictor) select_victims(pass, N);
   // The score buffers are free once the last group is done; the scheduler rewinds the arena at
   // the end of the layer.

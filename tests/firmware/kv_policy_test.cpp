@@ -206,6 +206,41 @@ TEST_CASE("kv aerp: a token keeps its format until every head has evicted it", "
   CHECK(saw_freed);
 }
 
+TEST_CASE("kv aerp: decide_after judges popularity after more eviction rounds: fewer x tokens", "[kv]") {
+  // Synthetic scores, 8 heads: every token leaving the window is still kept by nearly every head,
+  // so at its first eviction round it is popular; a few rounds later the heads have disagreed.
+  const model_shape m = tiny(2, 8, 8, 16, 128);
+  const std::string kv = "kv_budget: 24, sink_tokens: 2, recent_window: 6";
+  const std::string attn = "seed: 5, head_sharing: 0.3";
+  auto now = synthetic("aerp", kv, attn, m, 1);
+  auto spec = synthetic("aerp", kv + ", decide_after: 0", attn, m, 1);
+  auto later = synthetic("aerp", kv + ", decide_after: 8", attn, m, 1);
+  double x_now = 0, x_spec = 0, x_later = 0;
+  for (auto* f : {&now, &spec, &later}) f->pol->prefill(32);
+  for (int i = 0; i < 40; ++i) {
+    for (auto* f : {&now, &spec, &later}) f->pol->decode();
+    x_now += now.pol->total().x_tokens;
+    x_spec += spec.pol->total().x_tokens;
+    x_later += later.pol->total().x_tokens;
+  }
+  INFO("x tokens summed over the steps: decide_after 0: " << x_now << ", 8: " << x_later);
+  CHECK(x_spec == x_now);  // 0 is the default
+  CHECK(x_now > 0);
+  CHECK(x_later > 0);
+  CHECK(x_later < 0.9 * x_now);
+  // A token decided later still keeps its format until every head has evicted it.
+  for (unsigned l = 0; l < 2; ++l)
+    for (std::uint32_t t = 0; t < 72; ++t)
+      if (later.pol->stored_as_x(0, l, t)) {
+        bool kept = false;
+        for (unsigned h = 0; h < 8; ++h) {
+          const auto k = later.pol->kept(0, l, h);
+          kept = kept || std::count(k.begin(), k.end(), t) > 0;
+        }
+        CHECK(kept);
+      }
+}
+
 TEST_CASE("kv aerp: grouped-query attention never stores x when it is larger", "[kv]") {
   // 4 query heads on 2 KV heads of dim 2, hidden 8: x = 16 B, the K, V of both KV heads 16 B.
   const model_shape m = tiny(1, 4, 2, 2, 8);

@@ -21,6 +21,11 @@ KELLE_REGISTER(kv_policies(), "aerp", "AEP plus recomputation of popular tokens 
                  p.x_only_if_smaller = a.cfg.get_bool(
                      "x_only_if_smaller", true,
                      "store x only when it is smaller than the K and V it replaces");
+                 p.decide_after = a.cfg.get_uint(
+                     "decide_after", 0,
+                     "decode steps after a token's first eviction round before its popularity is judged "
+                     "(0: at that round, the spec's reading)",
+                     0, 1u << 20);
                  p.decide_when_full = a.cfg.get_bool(
                      "decide_when_full", false,
                      "tokens leaving the recent window while the heads are below budget stay K, V");

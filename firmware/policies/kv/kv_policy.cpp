@@ -157,6 +157,7 @@ class kv_engine final : public kv_policy {
     if (m_tokens) throw std::logic_error("kv policy: prefill after the first pass");
     if (context_len == 0) throw std::logic_error("kv policy: empty context");
     check_tokens(context_len);
+    m_context = context_len;
     for (unsigned s = 0; s < m_exact_seq; ++s)
       for (unsigned li = 0; li < m_layers.size(); ++li) prefill_layer(s, li, context_len);
     m_tokens = context_len;
@@ -306,7 +307,7 @@ class kv_engine final : public kv_policy {
     }
     // Context tokens outside the protected zone are decided after the heads' top-N' choice.
     const bool full = m_p.kv_budget && T >= m_p.kv_budget;
-    if (m_p.recompute && (full || !m_p.decide_when_full))
+    if (m_p.recompute && m_p.decide_after == 0 && (full || !m_p.decide_when_full))
       for (u64 k = 0; k < T; ++k)
         if (!is_protected(k, T)) maybe_convert(ls, static_cast<u32>(k));
     finish(ls, T, /*decode=*/false);
@@ -364,11 +365,17 @@ class kv_engine final : public kv_policy {
       head_state& hs = ls.heads[hi];
       attend(s, l, m_heads[hi], p, hs.pos.data(), hs.pos.size(), hs.score.data());
     }
-    // The token that left the protected window this step has just faced its first eviction.
-    if (m_p.recompute && p >= m_p.recent_window + 1) {
-      const u32 c = static_cast<u32>(p - m_p.recent_window - 1);
-      if (c >= m_p.sink_tokens && (full || !m_p.decide_when_full)) maybe_convert(ls, c);
+    // The token that left the protected window decide_after steps ago has now faced
+    // decide_after + 1 eviction rounds (the first on the step it left the window).
+    const u64 d = m_p.decide_after, T = m_context;
+    if (m_p.recompute && p >= m_p.recent_window + 1 + d && (full || !m_p.decide_when_full)) {
+      const u64 c = p - m_p.recent_window - 1 - d;
+      // A context token's first round was the prefill's top-N' choice: with a delay, those are
+      // decided together after d decode steps.
+      if (c >= m_p.sink_tokens && (d == 0 || c + m_p.recent_window >= T)) maybe_convert(ls, static_cast<u32>(c));
     }
+    if (m_p.recompute && d > 0 && u64(p) + 1 == T + d && (full || !m_p.decide_when_full))
+      for (u64 c = m_p.sink_tokens; c + m_p.recent_window < T; ++c) maybe_convert(ls, static_cast<u32>(c));
     finish(ls, u64(p) + 1, /*decode=*/true);
   }
 
@@ -450,6 +457,7 @@ class kv_engine final : public kv_policy {
   score_board m_board;
   std::vector<std::vector<layer_state>> m_state;  // [exact sequence][tracked layer]
   u64 m_tokens = 0;
+  u64 m_context = 0;  // the prefill's tokens
   bool m_deferred = false;
   std::vector<double> m_row, m_tmp;
   std::vector<std::uint16_t> m_high;

@@ -123,6 +123,7 @@ struct kv_engine_params {
   double popularity_threshold = 0.5;
   bool x_only_if_smaller = true;    // convert only if x is smaller than the K, V it replaces
   bool decide_when_full = false;    // tokens leaving the window while heads are below budget stay KV
+  std::uint64_t decide_after = 0;   // eviction rounds a token faces before its popularity is judged
   // Subset mode (0 = all: exhaustive)
   unsigned exact_sequences = 0;
   unsigned exact_layers = 0;

@@ -355,9 +355,14 @@ std::vector<double> llm_workload::sample_vector(const counter_snapshot& c) const
 }
 
 std::uint64_t llm_workload::regime(const pass_info& p) const {
-  std::uint64_t r = 0;  // bit 0: a layer evicts; bit 1: a layer recomputes
-  for (unsigned l = 0; l < m_model.layers; ++l) r |= (p.evicts(l) ? 1u : 0u) | (p.recompute_rows(l) ? 2u : 0u);
-  return r;
+  // Bit 0: a layer evicts; bit 1: a layer recomputes; above them, how many layers' x stores have
+  // outgrown their slots (x read from DRAM instead of the layer's KV memory).
+  std::uint64_t r = 0, outgrown = 0;
+  for (unsigned l = 0; l < m_model.layers; ++l) {
+    r |= (p.evicts(l) ? 1u : 0u) | (p.recompute_rows(l) ? 2u : 0u);
+    if (p.recompute_rows(l) && !m_ops->x_store_in_slots(l, p.recompute_rows(l))) ++outgrown;
+  }
+  return r | (outgrown << 2);
 }
 
 unsigned llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {

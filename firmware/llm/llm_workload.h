@@ -61,8 +61,8 @@ class llm_workload : public workload {
   // step has then been taken (m_step_ready) and which is simulated in detail with the next one.
   unsigned skip_steps(pass_info& p, unsigned first, unsigned end);
   // What decides the shape of a decode step beyond the cost driver: whether any layer evicts
-  // (victim selection) and whether any recomputes (AERP). Samples of one regime are not
-  // extrapolated into another.
+  // (victim selection), whether any recomputes (AERP), and how many layers' x stores have moved
+  // to DRAM. Samples of one regime are not extrapolated into another.
   std::uint64_t regime(const pass_info& p) const;
   static constexpr std::uint64_t no_regime = ~std::uint64_t(0);
   void decode_step_policy(pass_info& p);

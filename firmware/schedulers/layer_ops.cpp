@@ -169,9 +169,8 @@ region layer_ops::x_store(unsigned layer, std::uint64_t rows) const {
   const memory_plan::kv_layer& kv = m_plan.kv(layer);
   region r = kv.v;
   r.bytes = rows * m_model.hidden * model_shape::act_bytes;
-  const std::uint64_t end = kv.v.addr + kv.v.bytes;
-  if (r.bytes <= end - kv.k.addr) {
-    r.addr = end - r.bytes;
+  if (x_store_in_slots(layer, rows)) {
+    r.addr = kv.v.addr + kv.v.bytes - r.bytes;
     return r;
   }
   const region& spare = m_plan.dram_spare();
@@ -183,6 +182,11 @@ region layer_ops::x_store(unsigned layer, std::uint64_t rows) const {
   r.addr = spare.addr + spare.bytes - rows * m_model.hidden * model_shape::act_bytes;
   r.bytes = rows * m_model.hidden * model_shape::act_bytes;
   return r;
+}
+
+bool layer_ops::x_store_in_slots(unsigned layer, std::uint64_t rows) const {
+  const memory_plan::kv_layer& kv = m_plan.kv(layer);
+  return rows * m_model.hidden * model_shape::act_bytes <= kv.v.addr + kv.v.bytes - kv.k.addr;
 }
 
 void layer_ops::finish_pass() { copy_new_rows(); }

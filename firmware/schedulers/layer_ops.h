@@ -108,6 +108,8 @@ class layer_ops {
   // AERP: where the layer's x vectors are stored (`rows` of them, hidden x 2 B each): in the slots
   // of the layer's cache (its DRAM part for a partly placed layer).
   region x_store(unsigned layer, std::uint64_t rows) const;
+  // Whether `rows` x vectors fit the layer's K and V allocation (else x_store is in DRAM).
+  bool x_store_in_slots(unsigned layer, std::uint64_t rows) const;
 
   // --- the second half of a layer ---------------------------------------------------------
   // x += FFN(norm(x)). With `overlap` the next projection's first weight tile is requested

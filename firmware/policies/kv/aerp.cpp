@@ -10,9 +10,9 @@ KELLE_REGISTER(kv_policies(), "aerp", "AEP plus recomputation of popular tokens 
                [](const kv_policy_args& a) {
                  kv_engine_params p;
                  p.name = "aerp";
-                 p.kv_budget = a.task_budget ? a.task_budget : 128;
+                 p.kv_budget = a.budget_or(128);
                  p.sink_tokens = 10;
-                 p.recent_window = a.task_budget ? a.task_window : 64;
+                 p.recent_window = a.window_or(64);
                  p.recompute = true;
                  read_common_params(a.cfg, p, true, true);
                  p.popularity_threshold = a.cfg.get_double(

@@ -96,6 +96,9 @@ struct kv_policy_args {
   // The task's budget and recent window (workload.task), the defaults of kv_budget and
   // recent_window when given (0: the policy's own defaults).
   std::uint64_t task_budget = 0, task_window = 0;
+  // A policy's default budget or window: the task's when there is one, else `own`.
+  std::uint64_t budget_or(std::uint64_t own) const { return task_budget ? task_budget : own; }
+  std::uint64_t window_or(std::uint64_t own) const { return task_budget ? task_window : own; }
   bool deferred_scores = false;       // decode() leaves the new query's scores to observe()
 };
 

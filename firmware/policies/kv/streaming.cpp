@@ -8,7 +8,7 @@ KELLE_REGISTER(kv_policies(), "streaming", "attention sinks plus a sliding windo
                [](const kv_policy_args& a) {
                  kv_engine_params p;
                  p.name = "streaming";
-                 p.kv_budget = a.task_budget ? a.task_budget : 128;
+                 p.kv_budget = a.budget_or(128);
                  p.sink_tokens = 10;
                  p.recent_window = 0;  // the window is the rest of the budget
                  p.victim = kv_engine_params::victim_rule::oldest;

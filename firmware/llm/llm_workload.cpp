@@ -197,10 +197,10 @@ void llm_workload::apply_refresh() {
     const kv_layer_report r = m_policy ? m_policy->layer_total(l) : kv_layer_report{};
     const memory_plan::kv_layer& kv = m_plan->kv(l);
     const bool part = l >= m_plan->kv_layers_on_chip();
-    for (const region* reg : {part ? &kv.k_chip : &kv.k, part ? &kv.v_chip : &kv.v})
-      if (auto* e = dynamic_cast<edram*>(m_platform.memory(reg->memory)))
-        m_refresh->apply(*e, reg->addr - m_platform.interconnect().base_of(reg->memory), reg->bytes,
-                         m_policy ? &r : nullptr);
+    for (const region* reg : {part ? &kv.k_chip : &kv.k, part ? &kv.v_chip : &kv.v}) {
+      std::uint64_t local = 0;
+      if (edram* e = edram_of(*reg, local)) m_refresh->apply(*e, local, reg->bytes, m_policy ? &r : nullptr);
+    }
   }
 }
 
@@ -217,12 +217,7 @@ void llm_workload::run() {
     if (m_policy) m_policy->prefill(m_context);
     apply_refresh();
     // The context's K and V are in the cache from the start: on-chip arrays hold them.
-    for (unsigned l = 0; l < m_model.layers; ++l)
-      for (bool v : {false, true}) {
-        const region r = m_ops->kv_slot(l, v, p);
-        if (auto* e = dynamic_cast<edram*>(m_platform.memory(r.memory)))
-          e->mark_live(r.addr - m_platform.interconnect().base_of(r.memory), r.bytes);
-      }
+    mark_kv_live(p);
     mark_context_chip_slots();
   } else {
     progress("prefill", 0, 1);
@@ -317,18 +312,25 @@ void llm_workload::mark_context_chip_slots() {
   const memory_plan::kv_layer& kv = m_plan->kv(l);
   const double share = static_cast<double>(std::min(m_context, kv.chip_tokens)) / static_cast<double>(kv.chip_tokens);
   for (const region* r : {&kv.k_chip, &kv.v_chip})
-    if (auto* e = dynamic_cast<edram*>(m_platform.memory(r->memory)))
-      e->mark_live(r->addr - m_platform.interconnect().base_of(r->memory),
-                   static_cast<std::uint64_t>(share * static_cast<double>(r->bytes)));
+    mark_live(*r, static_cast<std::uint64_t>(share * static_cast<double>(r->bytes)));
 }
 
 void llm_workload::mark_kv_live(const pass_info& p) {
   for (unsigned l = 0; l < m_plan->kv_layers_touching_chip(); ++l)
     for (bool v : {false, true}) {
       const region r = m_ops->kv_slot(l, v, p);
-      if (auto* e = dynamic_cast<edram*>(m_platform.memory(r.memory)))
-        e->mark_live(r.addr - m_platform.interconnect().base_of(r.memory), r.bytes);
+      mark_live(r, r.bytes);
     }
+}
+
+edram* llm_workload::edram_of(const region& r, std::uint64_t& local) const {
+  local = r.addr - m_platform.interconnect().base_of(r.memory);
+  return dynamic_cast<edram*>(m_platform.memory(r.memory));
+}
+
+void llm_workload::mark_live(const region& r, std::uint64_t bytes) const {
+  std::uint64_t local = 0;
+  if (edram* e = edram_of(r, local)) e->mark_live(local, bytes);
 }
 
 std::vector<double> llm_workload::sample_vector(const counter_snapshot& c) const {

@@ -85,16 +85,9 @@ platform::platform(config& cfg) : m_cfg(cfg) {
 
   // Sections of the shared technology description this system has no instance of.
   for (const auto& k : tech.keys()) cfg.accept_unread(tech.key_path(k));
-  // The system's firmware defaults (system.firmware) when no firmware runs (traffic, op).
-  if (sys.is_map("firmware")) {
-    const config_node fw = sys.child("firmware");
-    for (const auto& k : fw.keys()) {
-      cfg.accept_unread(fw.key_path(k));
-      if (fw.is_map(k))
-        for (const auto& kk : fw.child(k).keys()) cfg.accept_unread(fw.child(k).key_path(kk));
-    }
-    cfg.accept_unread(sys.key_path("firmware"));
-  }
+  // The system's firmware defaults (system.firmware) when no firmware runs (traffic, op); when
+  // one does, it has read them and a key it did not read is a typo.
+  if (sys.is_map("firmware")) cfg.accept_unread(sys.key_path("firmware"));
   cfg.check_all_used();
 }
 

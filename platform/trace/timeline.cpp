@@ -121,7 +121,7 @@ timeline::track timeline::thread(const std::string& process, const std::string& 
   auto it = m_track_ids.find(key);
   if (it != m_track_ids.end()) return it->second;
   const track t = static_cast<track>(m_tracks.size());
-  m_tracks.push_back(track_info{pid_of(process), t + 1, process, thread});
+  m_tracks.push_back(track_info{pid_of(process), t + 1, thread});
   m_track_ids.emplace(key, t);
   return t;
 }

@@ -49,7 +49,6 @@ class timeline {
   // Returns the number of events written (metadata included). No-op when nothing is open.
   std::uint64_t finish();
   const timeline_options& options() const { return m_opt; }
-  bool capped() const { return m_capped; }
   std::uint64_t events() const { return m_events; }
 
   // --- the window (a workload with passes) ------------------------------------------------
@@ -104,7 +103,7 @@ class timeline {
   };
   struct track_info {
     int pid, tid;
-    std::string process, thread;
+    std::string thread;
   };
 
   int pid_of(const std::string& process);

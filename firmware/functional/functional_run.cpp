@@ -158,7 +158,6 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
   m_engine = std::make_unique<fn::engine>(*this);
   for (compute_block* b : p.blocks()) b->set_functional(m_engine.get());
   for (unsigned b = 0; b < batch; ++b) m_ref.push_back(std::make_unique<fn::reference_model>(m_q));
-  m_last_logits.resize(batch);
   m_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
 }
 
@@ -193,12 +192,13 @@ void functional_run::connect(driver& d, memory_plan& plan, layer_ops& ops, kv_po
   m_kv_on_chip = plan.kv_layers_on_chip();
   if (m_kv_on_chip) m_kv_edram = dynamic_cast<edram*>(m_platform.memory(plan.kv(0).k.memory));
   if (!m_kv_edram) m_kv_on_chip = 0;  // faults model eDRAM cells only
-  m_written.resize(m_kv_on_chip);
-  for (unsigned l = 0; l < m_kv_on_chip; ++l)
+  if (m_fault != fault_mode::none) m_written.resize(m_kv_on_chip);  // only the fault model reads it
+  for (unsigned l = 0; l < m_written.size(); ++l)
     for (int v = 0; v < 2; ++v) m_written[l][v].assign((v ? plan.kv(l).v : plan.kv(l).k).bytes / 2, kv_elem{});
 }
 
-std::unique_ptr<attention_source> functional_run::make_source() const {
+std::unique_ptr<attention_source> functional_run::make_source() {
+  m_record_probs = true;
   return std::make_unique<functional_source>(*this, m_shape.layers, m_heads, m_context + m_decode);
 }
 
@@ -239,7 +239,7 @@ void functional_run::read(std::uint64_t addr, void* dst, std::uint64_t len) {
 void functional_run::write(std::uint64_t addr, const void* src, std::uint64_t len) {
   // The debug payload's data pointer is not const; a write only reads through it.
   debug(tlm::TLM_WRITE_COMMAND, addr, const_cast<unsigned char*>(static_cast<const unsigned char*>(src)), len);
-  if (m_kv_on_chip) note_write(addr, len);
+  if (m_fault != fault_mode::none && m_kv_on_chip) note_write(addr, len);  // what inject() reads
 }
 
 int functional_run::kv_layer_of(std::uint64_t addr, bool& is_v) const {
@@ -502,6 +502,7 @@ void functional_run::begin_pass(const pass_info& p, const tensor& x) {
   if (!m_loaded) load();
   m_pass = p;
   m_norms = 0;
+  m_probs.clear();  // the previous pass's: its policy step is done
   update_kept(p);
   // AERP: the tokens stored as x now, whose K and V MM_k and MM_v recompute as stacked rows
   // (sequence-major, ascending positions).
@@ -544,7 +545,6 @@ void functional_run::end_pass(const pass_info& p, std::uint64_t logits_addr) {
       }
       m_quality.add(lg, rl, m_text.empty() ? -1 : next);
     }
-    m_last_logits[b] = std::move(lg);
     if (m_tokens[b].size() == next_pos) m_tokens[b].push_back(next);
   }
   // Thresholds of the 2DRP groups after this pass's scores.
@@ -681,11 +681,12 @@ void functional_run::sfu(const command& c, const region& in) {
       const unsigned head = kvh * G + unsigned(r / T);
       const std::uint64_t qpos = off + r % T;
       head_slots& h = hs(l, b, kvh);
-      auto& row = m_probs[((std::uint64_t(b) * m_shape.layers + l) * m_heads + head) << 32 | qpos];
-      row.clear();
+      auto* row = m_record_probs ? &m_probs[((std::uint64_t(b) * m_shape.layers + l) * m_heads + head) << 32 | qpos]
+                                 : nullptr;
+      if (row) row->clear();
       if (h.score.size() < qpos + 1) h.score.resize(qpos + 1, 0.0);
       for (std::uint32_t j = 0; j < n; ++j) {
-        row.emplace_back(h.kept[j], pr[j]);
+        if (row) row->emplace_back(h.kept[j], pr[j]);
         h.score[h.kept[j]] += pr[j];
       }
     };
@@ -814,12 +815,14 @@ void functional_run::add_results(nlohmann::json& r) const {
     rate[group_names[g]] = m_bits_read[g] > 0 ? m_flipped[g] / m_bits_read[g] : 0.0;
   }
   const auto& q = m_quality;
+  // Without reference rows (functional.reference: false) there is nothing to compare with.
+  auto vs_reference = [&q](double v) { return q.rows ? nlohmann::json(v) : nlohmann::json(nullptr); };
   nlohmann::json quality = {{"reference", m_check_reference},
                             {"rows", q.rows},
-                            {"max_abs_logit_error", q.max_abs_logit_error},
-                            {"max_abs_reference_logit", q.max_abs_logit},
-                            {"kl_divergence", q.kl_divergence()},
-                            {"top1_agreement", q.top1_agreement()},
+                            {"max_abs_logit_error", vs_reference(q.max_abs_logit_error)},
+                            {"max_abs_reference_logit", vs_reference(q.max_abs_logit)},
+                            {"kl_divergence", vs_reference(q.kl_divergence())},
+                            {"top1_agreement", vs_reference(q.top1_agreement())},
                             {"nonfinite_logits", q.nonfinite},
                             {"flipped_bits", flipped},
                             {"bits_read", read},
@@ -853,6 +856,13 @@ void functional_run::add_results(nlohmann::json& r) const {
 std::string functional_run::report() const {
   char buf[512];
   const auto& q = m_quality;
+  if (!q.rows) {
+    std::snprintf(buf, sizeof buf,
+                  "  functional         %s: no reference comparison (functional.reference: false); flipped bits "
+                  "HST-MSB %.0f HST-LSB %.0f LST-MSB %.0f LST-LSB %.0f\n",
+                  m_q.cfg.name.c_str(), m_flipped[0], m_flipped[1], m_flipped[2], m_flipped[3]);
+    return buf;
+  }
   std::snprintf(buf, sizeof buf,
                 "  functional         %s: max |logit error| %.3g (logits up to %.3g), KL %.3g, top-1 agreement %.3g "
                 "over %u rows; flipped bits HST-MSB %.0f HST-LSB %.0f LST-MSB %.0f LST-LSB %.0f\n",

@@ -46,8 +46,10 @@ class functional_run : public functional_hooks, public fn::memory_port {
 
   // Set once the rest of the firmware exists (before the simulation starts).
   void connect(driver& d, memory_plan& plan, layer_ops& ops, kv_policy* policy, const refresh_policy* refresh);
-  // The `functional` attention source (the SFU's probabilities); owned by the caller.
-  std::unique_ptr<attention_source> make_source() const;
+  // The `functional` attention source (the SFU's probabilities); owned by the caller. From then
+  // on each pass records its probabilities (only the last pass's are kept: the policy reads
+  // them once the pass is done).
+  std::unique_ptr<attention_source> make_source();
 
   // Pass hooks (llm_workload): after the embedding DMA is issued into `x`; after the pass.
   void begin_pass(const pass_info& p, const tensor& x);
@@ -156,7 +158,7 @@ class functional_run : public functional_hooks, public fn::memory_port {
   std::vector<std::unique_ptr<fn::reference_model>> m_ref;
   bool m_check_reference = true;
   fn::quality_metrics m_quality;
-  std::vector<std::vector<float>> m_last_logits;   // per sequence, of the last pass
+  bool m_record_probs = false;                    // a functional attention source reads them
   std::unordered_map<std::uint64_t, std::vector<std::pair<std::uint32_t, float>>> m_probs;
   // Faults.
   enum class fault_mode { none, retention, ber } m_fault = fault_mode::none;

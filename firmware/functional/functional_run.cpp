@@ -1,7 +1,6 @@
 #include "firmware/functional/functional_run.h"
 
 #include "models/compute/functional/half.h"
-#include "models/compute/rsa/rsa.h"
 #include "models/interconnect/router.h"
 #include "models/memory/edram/edram.h"
 #include "models/memory/memory_target.h"
@@ -167,6 +166,7 @@ void functional_run::connect(driver& d, memory_plan& plan, layer_ops& ops, kv_po
                              const refresh_policy* refresh) {
   m_drv = &d;
   m_plan = &plan;
+  m_ops = &ops;
   m_policy = policy;
   m_refresh = refresh;
   ops.set_functional(this);
@@ -327,19 +327,10 @@ void functional_run::inject(std::uint64_t addr, unsigned char* data, std::uint64
 
 // ---- the model in memory -------------------------------------------------------------------------
 
-std::uint64_t functional_run::tile_cols(std::uint64_t k, std::uint64_t n) const {
-  // The same tiling as layer_ops::project (whole RSA column folds that fit one tile buffer).
-  const unsigned cols = static_cast<const rsa&>(m_drv->block("rsa")).cols();
-  const std::uint64_t buffer = m_plan->weight_buffer_bytes();
-  std::uint64_t t = buffer / k / cols * cols;
-  if (t == 0) t = std::max<std::uint64_t>(1, buffer / k);
-  return std::min(t, n);
-}
-
 void functional_run::write_matrix(std::uint64_t addr, const fn::qmatrix& m, std::uint64_t scales, int layer, char kind) {
   // y = x . W with W = m^T (k = in, n = out), stored tile-major: tile i (columns i tn ..) is a
   // row-major k x n_i block.
-  const std::uint64_t k = m.in, n = m.out, tn = tile_cols(k, n);
+  const std::uint64_t k = m.in, n = m.out, tn = m_ops->tile_cols(k, n);
   std::vector<std::int8_t> img(k * n);
   for (std::uint64_t c0 = 0; c0 < n; c0 += tn) {
     const std::uint64_t ni = std::min(tn, n - c0);
@@ -425,7 +416,7 @@ void functional_run::embed(const pass_info& p, std::uint64_t x) {
   // The host's embedding lookup: each new token's int8 row and scale from the table in DRAM,
   // written as 16-bit activations into x (rows: token-major, then sequence).
   const unsigned C = m_q.cfg.dim;
-  const std::uint64_t tn = m_q.cfg.tied ? tile_cols(C, m_q.cfg.vocab) : 0;
+  const std::uint64_t tn = m_q.cfg.tied ? m_ops->tile_cols(C, m_q.cfg.vocab) : 0;
   std::vector<std::uint16_t> rows(std::size_t(p.rows) * p.batch * C);
   for (std::uint64_t t = 0; t < p.rows; ++t)
     for (unsigned b = 0; b < p.batch; ++b) {

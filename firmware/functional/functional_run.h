@@ -102,7 +102,6 @@ class functional_run : public functional_hooks, public fn::memory_port {
   void load();  // writes the model into memory (first pass)
   void debug(tlm::tlm_command cmd, std::uint64_t addr, unsigned char* p, std::uint64_t len);
   void write_matrix(std::uint64_t addr, const fn::qmatrix& m, std::uint64_t scales_addr, int layer, char kind);
-  std::uint64_t tile_cols(std::uint64_t k, std::uint64_t n) const;
   head_slots& hs(unsigned l, unsigned b, unsigned kvh) { return m_slots[(std::size_t(l) * m_batch + b) * m_kvh + kvh]; }
   const head_slots& hs(unsigned l, unsigned b, unsigned kvh) const {
     return m_slots[(std::size_t(l) * m_batch + b) * m_kvh + kvh];
@@ -140,6 +139,7 @@ class functional_run : public functional_hooks, public fn::memory_port {
   std::unique_ptr<fn::engine> m_engine;
   driver* m_drv = nullptr;
   memory_plan* m_plan = nullptr;
+  const layer_ops* m_ops = nullptr;
   kv_policy* m_policy = nullptr;
   const refresh_policy* m_refresh = nullptr;
   bool m_loaded = false;

@@ -28,19 +28,17 @@ tile_load layer_ops::load_tile(std::uint64_t src, std::uint64_t bytes) {
   return tile_load{m_drv.dma(src, m_plan.weight_buffer(b).addr, bytes), b};
 }
 
-namespace {
-// Columns per weight tile: as many whole RSA column folds as fit one tile buffer.
-std::uint64_t tile_cols(std::uint64_t buffer, std::uint64_t k, std::uint64_t n, unsigned cols) {
+std::uint64_t layer_ops::tile_cols(std::uint64_t k, std::uint64_t n) const {
+  // As many whole RSA column folds as fit one tile buffer.
+  const unsigned cols = static_cast<const rsa&>(m_drv.block("rsa")).cols();
+  const std::uint64_t buffer = m_plan.weight_buffer_bytes();
   std::uint64_t t = buffer / k / cols * cols;
   if (t == 0) t = std::max<std::uint64_t>(1, buffer / k);
   return std::min(t, n);
 }
-}  // namespace
 
 tile_load layer_ops::prefetch(std::uint64_t w, std::uint64_t k, std::uint64_t n) {
-  const unsigned cols = static_cast<const rsa&>(m_drv.block("rsa")).cols();
-  const std::uint64_t tn = tile_cols(m_plan.weight_buffer_bytes(), k, n, cols);
-  return load_tile(w, k * tn);
+  return load_tile(w, k * tile_cols(k, n));
 }
 
 ticket layer_ops::project(const tensor& x, std::uint64_t w, std::uint64_t k, std::uint64_t n, const region& y,
@@ -51,8 +49,7 @@ ticket layer_ops::project(const tensor& x, std::uint64_t w, std::uint64_t k, std
 ticket layer_ops::project_rows(const tensor& x, std::uint64_t w, std::uint64_t k, std::uint64_t n, const region& y,
                                std::uint64_t rows, tile_load first, double traffic::*y_kind, std::uint64_t extra,
                                const region& stacked) {
-  const unsigned cols = static_cast<const rsa&>(m_drv.block("rsa")).cols();
-  const std::uint64_t tn = tile_cols(m_plan.weight_buffer_bytes(), k, n, cols);
+  const std::uint64_t tn = tile_cols(k, n);
   const std::uint64_t tiles = (n + tn - 1) / tn;
   tile_load cur = first.valid() ? first : load_tile(w, k * std::min(tn, n));
   depend(x, "rsa");

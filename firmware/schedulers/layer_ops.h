@@ -76,6 +76,8 @@ class layer_ops {
   };
 
   // --- weights ---------------------------------------------------------------------------
+  // Columns per weight tile of a k x n projection (weights stored tile-major in DRAM).
+  std::uint64_t tile_cols(std::uint64_t k, std::uint64_t n) const;
   // Requests the DMA of a projection's first weight tile now (a scheduler that prefetches).
   tile_load prefetch(std::uint64_t w, std::uint64_t k, std::uint64_t n);
   // y = x . W, W (k x n, int8) in DRAM at `w`, streamed through the tile buffers: the next tile

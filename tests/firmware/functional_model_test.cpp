@@ -58,7 +58,9 @@ TEST_CASE("functional: binary16 conversion is exact for every 16-bit pattern and
     if (std::isnan(f)) continue;
     REQUIRE(to_half(f) == h);
   }
-  CHECK(from_half(to_half(1.0f + 1.0f / 4096)) == 1.0f);          // a tie goes to the even value
+  CHECK(from_half(to_half(1.0f + 1.0f / 2048)) == 1.0f);  // a tie (half an ulp) goes to the even value
+  CHECK(from_half(to_half(1.0f + 3.0f / 2048)) == 1.0f + 2.0f / 1024);  // a tie above an odd value: up
+  CHECK(from_half(to_half(1.0f + 1.0f / 4096)) == 1.0f);               // a quarter ulp: down
   CHECK(from_half(to_half(1.0f + 3.0f / 4096)) == 1.0f + 1.0f / 1024);  // 0.75 ulp: up
   CHECK(std::isinf(from_half(to_half(70000.0f))));
   CHECK(from_half(to_half(1e-7f)) == Approx(1.19209e-7).epsilon(1e-3));  // subnormal

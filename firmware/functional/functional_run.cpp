@@ -4,6 +4,7 @@
 #include "models/interconnect/router.h"
 #include "models/memory/edram/edram.h"
 #include "models/memory/memory_target.h"
+#include "platform/support/hash.h"
 
 #include <algorithm>
 #include <chrono>
@@ -19,13 +20,6 @@ namespace {
 
 std::uint64_t align(std::uint64_t v, std::uint64_t a = 4096) { return (v + a - 1) / a * a; }
 
-std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-double unit(std::uint64_t h) { return (double(h >> 11) + 0.5) * 0x1.0p-53; }
 
 const char* const group_names[4] = {"hst_msb", "hst_lsb", "lst_msb", "lst_lsb"};
 
@@ -296,9 +290,9 @@ void functional_run::inject(std::uint64_t addr, unsigned char* data, std::uint64
           const bool msb = bit >= 8;
           const int g = (high ? 0 : 2) + (msb ? 0 : 1);
           m_bits_read[g] += 1;
-          const std::uint64_t cell = mix(m_fault_seed ^ mix((a << 4) | bit));
+          const std::uint64_t cell = splitmix64(m_fault_seed ^ splitmix64((a << 4) | bit));
           if (m_fault == fault_mode::ber) {
-            if (m_ber_groups[g] && unit(mix(cell ^ el.generation)) < m_ber) {
+            if (m_ber_groups[g] && unit_interval(splitmix64(cell ^ el.generation)) < m_ber) {
               val ^= std::uint16_t(1u << bit);
               m_flipped[g] += 1;
             }
@@ -314,7 +308,7 @@ void functional_run::inject(std::uint64_t addr, unsigned char* data, std::uint64
           if (kn > kw)
             exposure = std::max({(kw + 1) * I - tw, kn - kw >= 2 ? I : 0.0, now - kn * I});
           // The cell's retention time is F^-1(u) for its uniform draw u: it has failed iff u < F(exposure).
-          if (unit(cell) < ret.failure_probability(exposure)) {
+          if (unit_interval(cell) < ret.failure_probability(exposure)) {
             val = std::uint16_t(val & ~(1u << bit));  // a charged cell leaks to 0
             m_flipped[g] += 1;
           }

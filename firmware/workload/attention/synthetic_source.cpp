@@ -13,6 +13,7 @@
 // every head of a layer rank the tokens alike (heavy hitters are popular across heads: many x
 // tokens in AERP), 0 makes the heads' heavy hitters independent (few popular tokens).
 #include "firmware/workload/attention/attention_source.h"
+#include "platform/support/hash.h"
 
 #include <cmath>
 #include <limits>
@@ -21,18 +22,10 @@
 namespace kelle {
 namespace {
 
-std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 std::uint64_t hash(std::uint64_t a, std::uint64_t b, std::uint64_t c, std::uint64_t d,
                    std::uint64_t e) {
-  return mix(mix(mix(mix(mix(a) ^ b) ^ c) ^ d) ^ e);
+  return splitmix64(splitmix64(splitmix64(splitmix64(splitmix64(a) ^ b) ^ c) ^ d) ^ e);
 }
-// Uniform in (0, 1), never 0 or 1.
-double unit(std::uint64_t h) { return (double(h >> 11) + 0.5) * 0x1.0p-53; }
 
 class synthetic_source final : public attention_source {
  public:
@@ -68,19 +61,19 @@ class synthetic_source final : public attention_source {
     const std::uint64_t seq = m_distinct_seq ? sequence % m_distinct_seq : sequence;
     const std::uint64_t lay = m_distinct_layers ? layer % m_distinct_layers : layer;
     const std::uint64_t base = hash(m_seed, seq, lay, 0x5eedull, 0);
-    const std::uint64_t head_base = mix(base ^ (std::uint64_t(head) + 1) * 0x100000001b3ull);
+    const std::uint64_t head_base = splitmix64(base ^ (std::uint64_t(head) + 1) * 0x100000001b3ull);
     const double inv_alpha = 1.0 / m_alpha, inv_rec = 1.0 / m_recency_tokens;
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint64_t k = keys[i];
       if (k > query) throw std::out_of_range("synthetic attention source: key after the query");
       double x = k < m_sinks ? m_sink_logit : 0.0;
       x += m_recency_logit * std::exp(-double(query - k) * inv_rec);
-      const bool shared = unit(mix(head_base ^ (k * 0xc2b2ae3d27d4eb4full) ^ 0x1)) < m_sharing;
-      const std::uint64_t hu = shared ? mix(base ^ (k * 0x9e3779b97f4a7c15ull))
-                                      : mix(head_base ^ (k * 0x9e3779b97f4a7c15ull) ^ 0x2);
-      x += -std::log(unit(hu)) * inv_alpha;
+      const bool shared = unit_interval(splitmix64(head_base ^ (k * 0xc2b2ae3d27d4eb4full) ^ 0x1)) < m_sharing;
+      const std::uint64_t hu = shared ? splitmix64(base ^ (k * 0x9e3779b97f4a7c15ull))
+                                      : splitmix64(head_base ^ (k * 0x9e3779b97f4a7c15ull) ^ 0x2);
+      x += -std::log(unit_interval(hu)) * inv_alpha;
       if (m_noise > 0)
-        x += m_noise * (2.0 * unit(hash(head_base, query, k, 0x3, 0)) - 1.0);
+        x += m_noise * (2.0 * unit_interval(hash(head_base, query, k, 0x3, 0)) - 1.0);
       out[i] = x;
     }
   }

@@ -340,27 +340,23 @@ void functional_run::write_matrix(std::uint64_t addr, const fn::qmatrix& m, std:
 void functional_run::load() {
   m_loaded = true;
   const fn::llama_config& c = m_q.cfg;
-  const std::string& dram = m_plan->dram();
-  const std::uint64_t base = m_platform.interconnect().base_of(dram);
-  const std::uint64_t cap = m_platform.memory(dram)->capacity_bytes();
-  // Constants (scales, norm weights, embedding scales) at the top of DRAM.
+  // Constants (scales, norm weights, embedding scales) at the top of DRAM, reserved from the
+  // plan's spare DRAM so that activation spills cannot reach them.
   std::uint64_t need = 0;
   for (const auto& l : m_q.layers)
     for (const fn::qmatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) need += align(m->out * 4, 64);
   need += 2 * align(std::uint64_t(c.vocab) * 4, 64) + (2 * c.layers + 1) * align(std::uint64_t(c.dim) * 2, 64);
-  m_const = base + cap - align(need);
-  m_const_end = base + cap;
   // AERP: the x store below the constants, one xn row per (layer, sequence, position).
   const std::uint64_t xbytes = m_policy && m_policy->recomputes()
                                    ? std::uint64_t(c.layers) * m_batch * (m_context + m_decode) * c.dim * 2
                                    : 0;
-  m_xstore = xbytes ? m_const - align(xbytes) : 0;
-  std::uint64_t top = m_plan->lm_head() + 2 * align(std::uint64_t(c.vocab) * c.dim);
-  for (unsigned l = 0; l < c.layers; ++l)
-    if (!m_plan->kv(l).v.on_chip) top = std::max(top, m_plan->kv(l).v.addr + m_plan->kv(l).v.bytes);
-  if (top + (1ull << 24) > (xbytes ? m_xstore : m_const))
+  try {
+    m_const = m_plan->reserve_top(align(need));
+    m_xstore = xbytes ? m_plan->reserve_top(align(xbytes)) : 0;
+  } catch (const std::runtime_error& e) {
     throw std::runtime_error(std::string("functional mode: the DRAM has no room for the model's constants") +
-                             (xbytes ? " and AERP's x store" : "") + " above its weights and KV");
+                             (xbytes ? " and AERP's x store" : "") + " above its weights and KV: " + e.what());
+  }
 
   std::uint64_t at = m_const;
   auto take = [&](std::uint64_t bytes) {

@@ -143,7 +143,7 @@ class functional_run : public functional_hooks, public fn::memory_port {
   kv_policy* m_policy = nullptr;
   const refresh_policy* m_refresh = nullptr;
   bool m_loaded = false;
-  std::uint64_t m_const = 0, m_const_end = 0;     // constants area in DRAM
+  std::uint64_t m_const = 0;                      // constants area in DRAM (reserved from the plan)
   std::uint64_t m_embed_addr = 0, m_embed_scales = 0;
   std::unordered_map<std::uint64_t, weight_info> m_weights;
   std::vector<std::uint64_t> m_norm_addr;          // 2 per layer, then the final norm

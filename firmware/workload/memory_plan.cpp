@@ -127,6 +127,14 @@ region memory_plan::alloc(std::uint64_t bytes) {
   return r;
 }
 
+std::uint64_t memory_plan::reserve_top(std::uint64_t bytes) {
+  if (bytes > m_spill.bytes - m_spill_used)
+    throw std::runtime_error(std::to_string(bytes >> 20) + " MiB wanted, " +
+                             std::to_string((m_spill.bytes - m_spill_used) >> 20) + " MiB of " + m_dram + " free");
+  m_spill.bytes -= bytes;
+  return m_spill.addr + m_spill.bytes;
+}
+
 std::string memory_plan::describe() const {
   std::ostringstream o;
   o << "weight tile buffers 2 x " << (m_weight_buf[0].bytes >> 10) << " KiB in " << m_weight_buf[0].memory

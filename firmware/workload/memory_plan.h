@@ -70,6 +70,10 @@ class memory_plan {
   const std::string& dram() const { return m_dram; }
   // DRAM left after weights and KV (activation spills grow from its start).
   const region& dram_spare() const { return m_spill; }
+  // Takes `bytes` off the top of the spare DRAM for data the plan does not place itself (the
+  // functional run's constants); returns its address. Throws std::runtime_error when it does not
+  // fit beside the activations spilled so far.
+  std::uint64_t reserve_top(std::uint64_t bytes);
   std::string describe() const;
 
  private:

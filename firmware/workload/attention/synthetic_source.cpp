@@ -18,6 +18,8 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <unordered_map>
+#include <vector>
 
 namespace kelle {
 namespace {
@@ -62,24 +64,50 @@ class synthetic_source final : public attention_source {
     const std::uint64_t lay = m_distinct_layers ? layer % m_distinct_layers : layer;
     const std::uint64_t base = hash(m_seed, seq, lay, 0x5eedull, 0);
     const std::uint64_t head_base = splitmix64(base ^ (std::uint64_t(head) + 1) * 0x100000001b3ull);
-    const double inv_alpha = 1.0 / m_alpha, inv_rec = 1.0 / m_recency_tokens;
+    // The terms that do not depend on the query are computed once per key and kept, the
+    // recency term once per distance: the same values, in the same order of additions, as
+    // evaluating the formula each time (the policies' bookkeeping asks for every kept key at
+    // every step).
+    const std::vector<double>& heavy = heavy_terms(seq, lay, head, base, head_base, query);
+    const std::vector<double>& recency = recency_terms(query);
+    // hash(head_base, query, k, 3, 0) with its first two rounds, which do not depend on k, hoisted.
+    const std::uint64_t hq = splitmix64(splitmix64(head_base) ^ query);
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint64_t k = keys[i];
       if (k > query) throw std::out_of_range("synthetic attention source: key after the query");
       double x = k < m_sinks ? m_sink_logit : 0.0;
-      x += m_recency_logit * std::exp(-double(query - k) * inv_rec);
-      const bool shared = unit_interval(splitmix64(head_base ^ (k * 0xc2b2ae3d27d4eb4full) ^ 0x1)) < m_sharing;
-      const std::uint64_t hu = shared ? splitmix64(base ^ (k * 0x9e3779b97f4a7c15ull))
-                                      : splitmix64(head_base ^ (k * 0x9e3779b97f4a7c15ull) ^ 0x2);
-      x += -std::log(unit_interval(hu)) * inv_alpha;
-      if (m_noise > 0)
-        x += m_noise * (2.0 * unit_interval(hash(head_base, query, k, 0x3, 0)) - 1.0);
+      x += recency[query - k];
+      x += heavy[k];
+      if (m_noise > 0) x += m_noise * (2.0 * unit_interval(splitmix64(splitmix64(splitmix64(hq ^ k) ^ 0x3) ^ 0)) - 1.0);
       out[i] = x;
     }
   }
 
  private:
+  // -ln(u_k) / heavy_tail_index of keys 0 .. query for one (sequence, layer, head).
+  const std::vector<double>& heavy_terms(std::uint64_t seq, std::uint64_t lay, unsigned head, std::uint64_t base,
+                                         std::uint64_t head_base, std::uint64_t query) const {
+    std::vector<double>& v = m_heavy[(seq * m_layers + lay) * m_heads + head];
+    const double inv_alpha = 1.0 / m_alpha;
+    for (std::uint64_t k = v.size(); k <= query; ++k) {
+      const bool shared = unit_interval(splitmix64(head_base ^ (k * 0xc2b2ae3d27d4eb4full) ^ 0x1)) < m_sharing;
+      const std::uint64_t hu = shared ? splitmix64(base ^ (k * 0x9e3779b97f4a7c15ull))
+                                      : splitmix64(head_base ^ (k * 0x9e3779b97f4a7c15ull) ^ 0x2);
+      v.push_back(-std::log(unit_interval(hu)) * inv_alpha);
+    }
+    return v;
+  }
+  // recency_logit * exp(-d / recency_tokens) for distances 0 .. query.
+  const std::vector<double>& recency_terms(std::uint64_t query) const {
+    const double inv_rec = 1.0 / m_recency_tokens;
+    for (std::uint64_t d = m_recency.size(); d <= query; ++d)
+      m_recency.push_back(m_recency_logit * std::exp(-double(d) * inv_rec));
+    return m_recency;
+  }
+
   unsigned m_layers, m_heads;
+  mutable std::unordered_map<std::uint64_t, std::vector<double>> m_heavy;
+  mutable std::vector<double> m_recency;
   std::uint64_t m_seed = 1, m_sinks = 4, m_distinct_seq = 0, m_distinct_layers = 0;
   double m_sink_logit = 5, m_recency_logit = 3, m_recency_tokens = 32, m_alpha = 1,
          m_sharing = 0.5, m_noise = 0.5;

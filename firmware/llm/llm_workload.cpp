@@ -202,6 +202,13 @@ void llm_workload::apply_refresh() {
       if (edram* e = edram_of(*reg, local)) m_refresh->apply(*e, local, reg->bytes, m_policy ? &r : nullptr);
     }
   }
+  // The KV stream buffers hold KV of every layer in turn: no score groups (half and half).
+  for (unsigned b = 0; b < 2; ++b) {
+    std::uint64_t local = 0;
+    const region& reg = m_plan->kv_stream_buffer(b);
+    if (reg.bytes)
+      if (edram* e = edram_of(reg, local)) m_refresh->apply(*e, local, reg.bytes, nullptr);
+  }
 }
 
 void llm_workload::run() {

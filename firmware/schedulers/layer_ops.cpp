@@ -229,6 +229,8 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
   if (n_cache > n_chip && (n_chip || staged))
     parts.push_back({kv.k, kv.v, n_chip, n_cache - n_chip, n_chip * D * ab, B * m_plan.kv_token_slots() * D * ab,
                      &traffic::kv});
+  if (parts.empty() && streamed(kv.k))  // the whole layer in DRAM: streamed in one part
+    parts.push_back({kv.k, kv.v, 0, N, 0, B * m_plan.kv_token_slots() * D * ab, &traffic::kv});
   if (n_stage) {
     const std::uint64_t head = (m_stage.rows + m_stage.stacked) * D * ab;
     parts.push_back({m_stage.buf[0].where, m_stage.buf[1].where, n_cache, n_stage, 0, head, &traffic::activations});
@@ -330,6 +332,67 @@ void layer_ops::select_victims(const pass_info& pass, std::uint64_t n) {
   }
 }
 
+std::uint64_t layer_ops::chunk_count(const stream_job& job) const {
+  const stream_chunk c = chunk_at(job, 0);
+  return (job.pairs + c.np - 1) / c.np * ((job.tokens + c.nt - 1) / c.nt);
+}
+
+layer_ops::stream_chunk layer_ops::chunk_at(const stream_job& job, std::uint64_t i) const {
+  // As many whole tokens of a pair as fit a buffer, then as many pairs as fit.
+  const std::uint64_t row = std::uint64_t(m_model.head_dim) * model_shape::act_bytes, buf = m_plan.kv_stream_bytes();
+  const std::uint64_t nt = std::min(job.tokens, std::max<std::uint64_t>(1, buf / row));
+  const std::uint64_t np = std::min(job.pairs, std::max<std::uint64_t>(1, buf / (nt * row)));
+  const std::uint64_t tchunks = (job.tokens + nt - 1) / nt;
+  stream_chunk c;
+  c.p0 = i / tchunks * np;
+  c.t0 = i % tchunks * nt;
+  c.np = std::min(np, job.pairs - c.p0);
+  c.nt = std::min(nt, job.tokens - c.t0);
+  return c;
+}
+
+layer_ops::stream_load layer_ops::load_chunk(const stream_job& job, const stream_chunk& c) {
+  const unsigned b = m_next_stream;
+  m_next_stream ^= 1u;
+  if (m_stream_user[b].valid()) m_drv.wait(m_stream_user[b]);  // the buffer's last reader
+  const std::uint64_t row = std::uint64_t(m_model.head_dim) * model_shape::act_bytes;
+  const std::uint64_t bytes = c.np * c.nt * row;
+  // The chunk's data in DRAM (timing addresses: which memory and banks, not a slot map).
+  std::uint64_t src = job.src + (c.p0 * job.tokens + c.t0) * row;
+  if (src + bytes > job.limit) src = job.limit - bytes;
+  m_dram_traffic.*job.kind += static_cast<double>(bytes);
+  return stream_load{m_drv.dma(src, m_plan.kv_stream_buffer(b).addr, bytes), b, job.src};
+}
+
+template <typename Issue>
+ticket layer_ops::stream(const stream_job& job, Issue issue, const stream_job* next) {
+  const std::uint64_t n = chunk_count(job);
+  stream_load cur;
+  if (m_stream_ahead.dma.valid() && m_stream_ahead.src == job.src) cur = m_stream_ahead;
+  else cur = load_chunk(job, chunk_at(job, 0));
+  m_stream_ahead = {};
+  ticket last;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    stream_load nxt;
+    if (i + 1 < n) nxt = load_chunk(job, chunk_at(job, i + 1));
+    else if (next) m_stream_ahead = load_chunk(*next, chunk_at(*next, 0));
+    m_drv.wait(cur.dma);
+    stream_chunk c = chunk_at(job, i);
+    const region& buf = m_plan.kv_stream_buffer(cur.buffer);
+    c.addr = buf.addr;
+    last = issue(c);
+    m_stream_user[cur.buffer] = last;
+    // Read once: the eDRAM stops refreshing the chunk when its reader completes.
+    if (edram* e = dynamic_cast<edram*>(m_platform.memory(buf.memory))) {
+      const std::uint64_t local = buf.addr - m_platform.interconnect().base_of(buf.memory);
+      const std::uint64_t bytes = c.np * c.nt * std::uint64_t(m_model.head_dim) * model_shape::act_bytes;
+      m_drv.after(last, [e, local, bytes] { e->release(local, bytes); });
+    }
+    cur = nxt;
+  }
+  return last;
+}
+
 void layer_ops::parts_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out, tensor& s,
                                 std::uint64_t h0, std::uint64_t h, const std::vector<kv_part>& parts,
                                 bool select) {
@@ -344,9 +407,37 @@ void layer_ops::parts_attention(const tensor& q, const pass_info& pass, unsigned
     return r.addr + std::min(off, r.bytes > bytes ? r.bytes - bytes : 0);
   };
   const std::uint64_t scores = B * h * g * T * N * ab;
+  auto job = [&](const region& r, const kv_part& pt) {
+    return stream_job{at(r, pt, 0), r.addr + r.bytes, B * h, pt.n, pt.kind};
+  };
+  // The first part streamed for V, requested after the last chunk of K (while softmax runs).
+  const kv_part* first_v = nullptr;
+  for (const kv_part& pt : parts)
+    if (!first_v && streamed(pt.v)) first_v = &pt;
+  const kv_part* last_k = nullptr;
+  for (const kv_part& pt : parts)
+    if (streamed(pt.k)) last_k = &pt;
   ticket t1;
   for (const kv_part& pt : parts) {  // q . K^T of each part into its columns of the score rows
     const std::uint64_t bytes = B * h * pt.n * D * ab;
+    if (streamed(pt.k)) {
+      const stream_job next = first_v ? job(first_v->v, *first_v) : stream_job{};
+      t1 = stream(job(pt.k, pt), [&](const stream_chunk& c) {
+        command qk;
+        qk.op = opcode::gemm_transposed;
+        qk.batch = static_cast<std::uint32_t>(c.np);
+        qk.m = static_cast<std::uint32_t>(g * T);
+        qk.k = static_cast<std::uint32_t>(D);
+        qk.n = static_cast<std::uint32_t>(c.nt);
+        qk.addr_a = q.where.addr + (B * h0 + c.p0) * g * T * D * ab;
+        qk.addr_b = c.addr;
+        qk.addr_c = s.where.addr + (c.p0 * g * T * N + pt.first + c.t0) * ab;
+        if (to_evictor) qk.flags = flag_scores_to_evictor;
+        count(q.where, c.np * g * T * D * ab, &traffic::activations);
+        return m_drv.submit("rsa", qk);
+      }, &pt == last_k && first_v ? &next : nullptr);
+      continue;
+    }
     command qk;
     qk.op = opcode::gemm_transposed;
     qk.batch = static_cast<std::uint32_t>(B * h);
@@ -370,6 +461,23 @@ void layer_ops::parts_attention(const tensor& q, const pass_info& pass, unsigned
   ticket last;
   for (const kv_part& pt : parts) {  // A . V accumulated over the parts
     const std::uint64_t bytes = B * h * pt.n * D * ab;
+    if (streamed(pt.v)) {
+      last = stream(job(pt.v, pt), [&](const stream_chunk& c) {
+        command av;
+        av.op = opcode::gemm;
+        av.flags = flag_b_16bit;
+        av.batch = static_cast<std::uint32_t>(c.np);
+        av.m = static_cast<std::uint32_t>(g * T);
+        av.k = static_cast<std::uint32_t>(c.nt);
+        av.n = static_cast<std::uint32_t>(D);
+        av.addr_a = s.where.addr + (c.p0 * g * T * N + pt.first + c.t0) * ab;
+        av.addr_b = c.addr;
+        av.addr_c = out.addr + (B * h0 + c.p0) * g * T * D * ab;
+        count(s.where, c.np * g * T * c.nt * ab, &traffic::activations);
+        return m_drv.submit("rsa", av);
+      });
+      continue;
+    }
     command av;
     av.op = opcode::gemm;
     av.flags = flag_b_16bit;

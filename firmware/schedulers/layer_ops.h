@@ -176,6 +176,36 @@ class layer_ops {
   };
   void parts_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out, tensor& s,
                        std::uint64_t h0, std::uint64_t h, const std::vector<kv_part>& parts, bool select);
+  // KV streaming: a part in DRAM is read through the two KV stream buffers on the KV memory
+  // (memory_plan::kv_stream_buffer), in chunks of (sequence, head) pairs x tokens that fit one
+  // buffer; the DMA copies chunk i + 1 while the RSA works on chunk i, as the weight tiles stream.
+  struct stream_job {
+    std::uint64_t src;              // the part's data of the group's first pair (DRAM address)
+    std::uint64_t limit;            // end of the region (chunks are clamped into it)
+    std::uint64_t pairs, tokens;    // (sequence, KV head) pairs, tokens per pair
+    double traffic::*kind;
+  };
+  struct stream_chunk {
+    std::uint64_t p0, np, t0, nt;  // pairs [p0, p0 + np), tokens [t0, t0 + nt) of the part
+    std::uint64_t addr;            // where the chunk is in the stream buffer
+  };
+  struct stream_load {
+    ticket dma;
+    unsigned buffer = 0;
+    std::uint64_t src = 0;  // the job it belongs to (a prefetched first chunk)
+  };
+  bool streamed(const region& r) const { return !m_fn && !r.on_chip && m_plan.kv_stream_bytes() > 0; }
+  // Issues `issue(chunk)` for every chunk of `job`, each once its data is in a stream buffer;
+  // with `next`, the first chunk of that job is requested after this one's last. Returns the
+  // last command's ticket.
+  template <typename Issue>
+  ticket stream(const stream_job& job, Issue issue, const stream_job* next = nullptr);
+  stream_load load_chunk(const stream_job& job, const stream_chunk& c);
+  stream_chunk chunk_at(const stream_job& job, std::uint64_t i) const;
+  std::uint64_t chunk_count(const stream_job& job) const;
+  unsigned m_next_stream = 0;
+  std::array<ticket, 2> m_stream_user;  // the last command that read each stream buffer
+  stream_load m_stream_ahead;           // a job's first chunk, requested ahead
   // Issues the AERP staging's pending copies of the new rows into the cache (after the attention).
   void copy_new_rows();
   void count(const region& r, std::uint64_t bytes, double traffic::*kind);

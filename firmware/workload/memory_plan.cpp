@@ -77,6 +77,23 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
   m_lm_head = d, d += align(std::uint64_t(m.vocab) * c);
   d += m.tied_embeddings ? 0 : align(std::uint64_t(m.vocab) * c);  // the embedding table
 
+  // KV stream buffers (opt-in): the paper pages the KV that does not fit on chip to DRAM and
+  // prefetches it sequentially into the eDRAM (section 6, long contexts); the buffers' size is
+  // not given. Off by default: docs/firmware.md, "KV streaming", says why.
+  const std::uint64_t sfree = p.memory(kvmem)->capacity_bytes() - used[kvmem];
+  const std::uint64_t sbytes =
+      pl.get_uint("kv_stream_KiB", 0,
+                  "bytes of the KV memory used for the two buffers the DRAM-resident KV streams through, KiB (0: none)",
+                  0) * 1024;
+  if (sbytes > sfree)
+    pl.fail("kv_stream_KiB", "larger than what is left of " + kvmem + " (" + std::to_string(sfree / 1024) + " KiB)");
+  if (sbytes >= 2 * 4096) {
+    m_kv_stream[0] = take(kvmem, sbytes / 2 / 4096 * 4096);
+    m_kv_stream[1] = take(kvmem, sbytes / 2 / 4096 * 4096);
+  } else if (sbytes) {
+    pl.fail("kv_stream_KiB", "at least 8 KiB (two 4 KiB buffers), or 0 for none");
+  }
+
   // KV cache.
   const std::uint64_t half = std::uint64_t(batch) * max_tokens * kv * model_shape::act_bytes;  // K or V of a layer
   const std::uint64_t kvcap = p.memory(kvmem)->capacity_bytes() - used[kvmem];
@@ -142,6 +159,7 @@ std::string memory_plan::describe() const {
   if (!m_kv.empty()) o << " (" << (m_kv[0].k.bytes * 2 >> 10) << " KiB per layer)";
   if (kv_layers_touching_chip() > m_kv_on_chip)
     o << " and the first " << m_kv[m_kv_on_chip].chip_tokens << " token slots of layer " << m_kv_on_chip;
+  if (kv_stream_bytes()) o << "; KV stream buffers 2 x " << (kv_stream_bytes() >> 10) << " KiB in " << m_kv_stream[0].memory;
   o << "; activation arena " << (m_arena.bytes >> 10) << " KiB in " << m_arena.memory;
   return o.str();
 }

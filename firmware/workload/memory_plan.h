@@ -6,7 +6,9 @@
 //   the SRAM baselines: its weight share, `placement.weight_buffer_KiB`).
 // - KV cache: per layer, batch x max_tokens x kv_bytes_per_token_layer. Policy `first_layers`:
 //   the KV memory holds the KV of as many whole layers as fit, layers 0, 1, ... in order; the
-//   other layers' KV lives in DRAM and the attention reads it from there.
+//   other layers' KV lives in DRAM and the attention reads it from there, or (opt-in,
+//   `placement.kv_stream_KiB`) streams it through two KV stream buffers on the KV memory, as the
+//   weights stream through their tile buffers.
 // - Activations: an arena in the activation memory; a buffer that does not fit spills to DRAM.
 #pragma once
 
@@ -49,6 +51,10 @@ class memory_plan {
     region k_chip, v_chip;
   };
   const kv_layer& kv(unsigned layer) const { return m_kv[layer]; }
+  // The two buffers on the KV memory through which the attention reads KV that is in DRAM
+  // (placement.kv_stream_KiB; zero bytes: none, the array reads DRAM directly).
+  const region& kv_stream_buffer(unsigned i) const { return m_kv_stream[i]; }
+  std::uint64_t kv_stream_bytes() const { return m_kv_stream[0].bytes; }
   // Layers whose whole KV is on chip (the first ones).
   unsigned kv_layers_on_chip() const { return m_kv_on_chip; }
   // Layers with any KV on chip: the whole ones and, with `fill`, the partly placed one.
@@ -81,6 +87,7 @@ class memory_plan {
   std::vector<layer_weights> m_weights;
   std::uint64_t m_lm_head = 0;
   region m_weight_buf[2];
+  region m_kv_stream[2];
   std::vector<kv_layer> m_kv;
   unsigned m_kv_on_chip = 0;
   std::uint64_t m_kv_tokens = 0;

@@ -261,3 +261,56 @@ TEST_CASE("llm: placement fill keeps the first token slots of the next layer on 
   CHECK(fill["energy_breakdown_J"]["kv_edram_refresh"].get<double>() > 0);
   CHECK(layers["energy_breakdown_J"]["kv_edram_refresh"].get<double>() == 0);
 }
+
+TEST_CASE("llm: KV in DRAM streams through the KV stream buffers, pipelined like the weight tiles", "[llm]") {
+  // Batch 4, 512 tokens, full cache: every layer's KV (16 MiB) is in DRAM. Streamed, the DMA
+  // copies each chunk into a stream buffer on the KV eDRAM while the RSA reads the previous
+  // one; with kv_stream_KiB=0 the RSA reads DRAM directly.
+  auto run = [](const char* kib, const char* scheduler) {
+    return llm({"workload.model=llama2-7b", "workload.skip_prefill=true", "workload.context_len=512",
+                "workload.decode_len=1", "workload.batch=4", std::string("scheduler=") + scheduler,
+                "workload.placement.kv_placement=first_layers", std::string("workload.placement.kv_stream_KiB=") + kib});
+  };
+  const auto direct = run("0", "kelle"), streamed = run("1024", "kelle"), big = run("3072", "kelle");
+  const auto m = models().create("llama2-7b");
+  const double kv_read = 4.0 * 513 * double(m->kv_bytes_per_token_layer()) * m->layers;  // K and V, 4 sequences
+  REQUIRE(streamed["llm"]["kv_layers_on_chip"] == 0);
+  // The same DRAM bytes; each of them written into and read from the eDRAM once.
+  CHECK(streamed["traffic_bytes"]["dram_kv"].get<double>() == Approx(direct["traffic_bytes"]["dram_kv"].get<double>()));
+  CHECK(streamed["stats"]["kv_edram"]["bytes_read"]["value"].get<double>() == Approx(kv_read));
+  CHECK(streamed["stats"]["kv_edram"]["bytes_written"]["value"].get<double>() == Approx(kv_read));
+  CHECK(direct["stats"]["kv_edram"]["bytes_read"]["value"].get<double>() == 0);
+  CHECK(streamed["energy_breakdown_J"]["kv_edram_access"].get<double>() > 0);
+  // Pipelined: the attention stays DRAM-bound, so the staging costs little time (the first
+  // chunk of each stream, and the RSA's per-command overhead), and a larger buffer changes it
+  // little.
+  const double t_direct = direct["latency_s"]["decode"].get<double>(), t = streamed["latency_s"]["decode"].get<double>();
+  CHECK(t >= t_direct * 0.99);
+  CHECK(t <= t_direct * 1.05);
+  CHECK(big["latency_s"]["decode"].get<double>() == Approx(t).epsilon(0.02));
+  // A streamed chunk is live from its copy to its reader's completion, then released.
+  CHECK(streamed["stats"]["kv_edram"]["live_bytes"]["value"].get<double>() == 0);
+}
+
+TEST_CASE("llm: with KV streaming, placement fill keeps fewer slots on chip and streams the rest", "[llm]") {
+  // As the placement test above, with 1 MiB of the 4 MiB KV eDRAM taken by the stream buffers:
+  // 3 MiB / (K and V x 2 sequences x 4096 x 2 B) = 96 slots of layer 0 on chip.
+  auto run = [](const char* placement) {
+    return llm({"workload.model=llama2-7b", "workload.skip_prefill=true", "workload.context_len=256",
+                "workload.decode_len=1", "workload.batch=2", "scheduler=baseline", "policy.refresh=uniform",
+                "workload.placement.kv_stream_KiB=1024", std::string("workload.placement.kv_placement=") + placement});
+  };
+  const auto layers = run("first_layers"), fill = run("fill");
+  const auto m = models().create("llama2-7b");
+  const double slot = 2.0 * double(m->kv_bytes_per_token_layer());
+  CHECK(fill["llm"]["kv_chip_tokens"] == 96);
+  CHECK(fill["traffic_bytes"]["dram_kv"].get<double>() == Approx(slot * (258 * m->layers - 96)));
+  // Every KV byte the attention reads comes from the eDRAM: the slots, and the rest once each
+  // through the stream buffers.
+  CHECK(fill["stats"]["kv_edram"]["bytes_read"]["value"].get<double>() == Approx(slot * 257 * m->layers));
+  CHECK(layers["stats"]["kv_edram"]["bytes_read"]["value"].get<double>() == Approx(slot * 257 * m->layers));
+  CHECK(fill["stats"]["kv_edram"]["live_bytes"]["value"].get<double>() == Approx(3 << 20));
+  // The slots live for the whole run, a streamed chunk a few microseconds.
+  CHECK(fill["energy_breakdown_J"]["kv_edram_refresh"].get<double>() >
+        10 * layers["energy_breakdown_J"]["kv_edram_refresh"].get<double>());
+}

@@ -83,7 +83,7 @@ ticket layer_ops::project_rows(const tensor& x, std::uint64_t w, std::uint64_t k
 }
 
 ticket layer_ops::sfu(opcode op, const tensor& in, std::uint64_t rows, std::uint64_t len, const region& out,
-                      const tensor* second) {
+                      const tensor* second, double traffic::*kind) {
   depend(in, "sfu");
   if (second) depend(*second, "sfu");
   command c;
@@ -94,9 +94,12 @@ ticket layer_ops::sfu(opcode op, const tensor& in, std::uint64_t rows, std::uint
   c.addr_b = second ? second->where.addr : in.where.addr;
   c.addr_c = out.addr;
   const auto bytes = m_drv.block("sfu").operand_bytes(c);
-  count(in.where, bytes[0], &traffic::activations);
-  if (second) count(second->where, bytes[1], &traffic::activations);
-  count(out, bytes[2], &traffic::activations);
+  count(in.where, bytes[0], kind);
+  if (second)
+    count(second->where, bytes[1], &traffic::activations);
+  else
+    count(in.where, bytes[1], kind);  // c.addr_b: the table or norm weights, read where `in` is
+  count(out, bytes[2], kind);
   if (m_fn) m_fn->sfu(c, in.where);
   return m_drv.submit("sfu", c);
 }
@@ -152,7 +155,9 @@ ticket layer_ops::rope_k(unsigned layer, const pass_info& pass, const ticket& k)
   tensor in{staged ? m_stage.buf[0].where : kv_slot(layer, false, pass), k, -1, "k"};
   const std::uint64_t n = staged ? rows + m_stage.stacked : rows;
   if (staged) in.where.bytes = n * m_model.kv_heads * m_model.head_dim * model_shape::act_bytes;
-  const ticket t = sfu(opcode::rope, in, n * m_model.kv_heads, m_model.head_dim, in.where);
+  // Keys in the cache are KV traffic; the staging buffer is an activation buffer.
+  const ticket t = sfu(opcode::rope, in, n * m_model.kv_heads, m_model.head_dim, in.where, nullptr,
+                       staged ? &traffic::activations : &traffic::kv);
   if (staged) m_stage.ready[0] = t;
   return t;
 }

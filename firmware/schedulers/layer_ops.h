@@ -86,8 +86,11 @@ class layer_ops {
                  std::uint64_t rows, tile_load first = {}, double traffic::*y_kind = &traffic::activations);
 
   // --- element-wise and normalisation on the SFU -------------------------------------------
+  // `in` and `out` count as `kind` of DRAM traffic (RoPE of the keys in the cache: kv), `second`
+  // as activations. Without `second` the SFU reads its b operand (RoPE's sin/cos table, the
+  // norm's weights) from where `in` is: counted there, as `kind`.
   ticket sfu(opcode op, const tensor& in, std::uint64_t rows, std::uint64_t len, const region& out,
-             const tensor* second = nullptr);
+             const tensor* second = nullptr, double traffic::*kind = &traffic::activations);
 
   // --- attention ---------------------------------------------------------------------------
   // Scores, softmax and A . V for every sequence and head, in groups of KV heads whose scores

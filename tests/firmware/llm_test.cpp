@@ -109,8 +109,10 @@ TEST_CASE("llm: decode is weight-bound at batch 1 and KV-bound at batch 16 past 
     const double kv = r["traffic_bytes"]["dram_kv"].get<double>();
     const double on_chip = r["llm"]["kv_layers_on_chip"].get<double>();
     const double off_chip_share = (m->layers - on_chip) / m->layers;
-    // Reads of N = context + 1 tokens and the write of the new one, for the off-chip layers.
-    const double predicted = off_chip_share * batch * (context + 2.0) * per_token;
+    // Reads of N = context + 1 tokens and the write of the new one, for the off-chip layers, and
+    // the RoPE of the new key in its slot: K read, its sin/cos table read beside it, K written
+    // (3 x half a token).
+    const double predicted = off_chip_share * batch * (context + 2.0 + 1.5) * per_token;
     CHECK(kv == Approx(predicted).epsilon(0.001));
     const bool kv_bound = batch * (context + 1.0) > W / per_token;
     CHECK((kv > W) == kv_bound);
@@ -135,7 +137,7 @@ TEST_CASE("llm: the worked-example scheduler (prefetch) overlaps but does not re
 TEST_CASE("llm: a KV policy bounds the tokens each decode step attends to", "[llm]") {
   // Decode only, context 256, one step: `full` attends to 257 tokens per head, `aep` with
   // N' = 128 (its default) to 128; the KV bytes read from DRAM scale with that (plus the new
-  // token's write).
+  // token's write and the RoPE of its key in place: K and its table read, K written, 1.5 tokens).
   auto run = [](const char* kv) {
     return llm({"workload.model=llama2-7b", "workload.skip_prefill=true", "workload.context_len=256",
                 "workload.decode_len=1", "workload.batch=2", std::string("policy.kv=") + kv,
@@ -147,8 +149,8 @@ TEST_CASE("llm: a KV policy bounds the tokens each decode step attends to", "[ll
   // Neither cache fits on chip at this size.
   REQUIRE(full["llm"]["kv_layers_on_chip"] == 0);
   REQUIRE(aep["llm"]["kv_layers_on_chip"] == 0);
-  CHECK(full["traffic_bytes"]["dram_kv"].get<double>() == Approx(2 * (257 + 1) * per_token));
-  CHECK(aep["traffic_bytes"]["dram_kv"].get<double>() == Approx(2 * (128 + 1) * per_token));
+  CHECK(full["traffic_bytes"]["dram_kv"].get<double>() == Approx(2 * (257 + 1 + 1.5) * per_token));
+  CHECK(aep["traffic_bytes"]["dram_kv"].get<double>() == Approx(2 * (128 + 1 + 1.5) * per_token));
   CHECK(aep["kv"]["policy"] == "aep");
   CHECK(aep["kv"]["tokens_kept"].get<double>() == Approx(2.0 * 128 * m->layers));
   CHECK(full["kv"]["tokens_kept"].get<double>() == Approx(2.0 * 257 * m->layers));
@@ -253,9 +255,10 @@ TEST_CASE("llm: placement fill keeps the first token slots of the next layer on 
   const double slot = 2.0 * double(m->kv_bytes_per_token_layer());  // K and V of one token, both sequences
   REQUIRE(fill["llm"]["kv_layers_on_chip"] == 0);
   CHECK(fill["llm"]["kv_chip_tokens"] == 128);
-  // Reads of 257 tokens and the write of the new one per layer, less layer 0's 128 on-chip slots.
-  CHECK(layers["traffic_bytes"]["dram_kv"].get<double>() == Approx(slot * 258 * m->layers));
-  CHECK(fill["traffic_bytes"]["dram_kv"].get<double>() == Approx(slot * (258 * m->layers - 128)));
+  // Reads of 257 tokens, the write of the new one and the RoPE of its key in its DRAM slot (K and
+  // its table read, K written: 1.5 tokens) per layer, less layer 0's 128 on-chip slots.
+  CHECK(layers["traffic_bytes"]["dram_kv"].get<double>() == Approx(slot * 259.5 * m->layers));
+  CHECK(fill["traffic_bytes"]["dram_kv"].get<double>() == Approx(slot * (259.5 * m->layers - 128)));
   CHECK(fill["stats"]["kv_edram"]["bytes_read"]["value"].get<double>() == Approx(slot * 128));
   CHECK(fill["stats"]["kv_edram"]["live_bytes"]["value"].get<double>() == Approx(4 << 20));
   CHECK(fill["energy_breakdown_J"]["kv_edram_refresh"].get<double>() > 0);

@@ -317,3 +317,16 @@ TEST_CASE("llm: with KV streaming, placement fill keeps fewer slots on chip and 
   CHECK(fill["energy_breakdown_J"]["kv_edram_refresh"].get<double>() >
         10 * layers["energy_breakdown_J"]["kv_edram_refresh"].get<double>());
 }
+
+TEST_CASE("llm: KV stream buffers larger than the KV memory, or too small, are configuration errors", "[llm]") {
+  const std::vector<std::string> base = {"workload.model=llama2-7b", "workload.context_len=8", "workload.decode_len=1"};
+  auto with = [&](const char* kib) {
+    auto o = base;
+    o.push_back(std::string("workload.placement.kv_stream_KiB=") + kib);
+    return o;
+  };
+  CHECK_THROWS_WITH(llm(with("8192")), Catch::Matchers::Contains("kv_stream_KiB") &&
+                                           Catch::Matchers::Contains("larger than what is left of kv_edram"));
+  CHECK_THROWS_WITH(llm(with("4")), Catch::Matchers::Contains("at least 8 KiB"));
+  CHECK_THROWS_WITH(llm(with("many")), Catch::Matchers::Contains("kv_stream_KiB"));
+}

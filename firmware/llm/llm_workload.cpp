@@ -93,6 +93,12 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
     pol.fail("refresh", refresh_name + " needs the high/low-score groups of a KV policy that scores tokens "
                                        "(policy.kv: aep, aerp, streaming or h2o; this scenario has full)");
   m_plan = std::make_unique<memory_plan>(m_model, m_batch, kv_tokens, a.platform, p.child_or_empty("placement"));
+  if (m_policy) {  // the run reads the score groups only for the layers the eDRAM holds (2DRP)
+    std::vector<bool> groups(m_model.layers, false);
+    if (m_refresh->needs_groups())
+      for (unsigned l = 0; l < m_plan->kv_layers_touching_chip(); ++l) groups[l] = true;
+    m_policy->groups_each_pass(groups);
+  }
   m_driver = std::make_unique<driver>("firmware", a.platform);
   m_ops = std::make_unique<layer_ops>(*m_driver, *m_plan, m_model, a.platform);
   if (m_fn) m_fn->connect(*m_driver, *m_plan, *m_ops, m_policy.get(), m_refresh.get());
@@ -285,6 +291,7 @@ void llm_workload::run() {
     progress("decode step", s, static_cast<unsigned>(m_decode));
   }
   m_decode_s = sc_core::sc_time_stamp().to_seconds() - m_prefill_s;
+  if (m_policy) m_policy->update_groups();  // for the results
   m_done = true;
 }
 

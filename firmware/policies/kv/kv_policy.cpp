@@ -131,6 +131,19 @@ class kv_engine final : public kv_policy {
   unsigned batch() const override { return m_batch; }
   unsigned layers() const override { return m_model.layers; }
 
+  void groups_each_pass(const std::vector<bool>& layers) override {
+    // A tracked layer reports for the model layers mapped to it: needed if any of them is.
+    std::vector<bool> need(m_layers.size(), false);
+    for (unsigned l = 0; l < m_model.layers && l < layers.size(); ++l)
+      if (layers[l]) need[m_layer_rep[l]] = true;
+    for (auto& seq : m_state)
+      for (std::size_t li = 0; li < seq.size(); ++li) seq[li].groups_each_pass = need[li];
+  }
+  void update_groups() override {
+    for (auto& seq : m_state)
+      for (layer_state& ls : seq)
+        if (ls.groups_stale) groups(ls);
+  }
   const kv_layer_report& report(unsigned s, unsigned l) const override {
     return m_state.at(s % m_exact_seq).at(m_layer_rep.at(l)).rep;
   }
@@ -190,6 +203,9 @@ class kv_engine final : public kv_policy {
     u64 x_tokens = 0;
     bool full = false;  // every head was at its budget in the last decode step
     kv_layer_report rep;
+    bool groups_each_pass = true;  // compute the 2DRP groups in every pass (else when asked)
+    bool groups_stale = false;     // the last pass's groups are not in rep yet
+    u64 groups_n = 0;              // positions seen at the last pass
   };
 
   const head_state& head(unsigned s, unsigned l, unsigned h) const {
@@ -397,14 +413,36 @@ class kv_engine final : public kv_policy {
     return best;
   }
 
-  // The stored state after a pass: sizes, bytes and the 2DRP groups.
+  // The stored state after a pass: sizes and bytes, and the 2DRP groups (now, or when asked).
   void finish(layer_state& ls, u64 n, bool) {
     kv_layer_report& r = ls.rep;
-    m_high.assign(n, 0);
-    m_seen.assign(n, 0);
-    double kept = 0, kv = 0, hkv = 0, lkv = 0;
+    double kept = 0, kv = 0;
     for (head_state& hs : ls.heads) {
       kept += double(hs.pos.size());
+      for (u32 p : hs.pos) kv += ls.x[p] ? 0 : 1;
+    }
+    const double xb = double(m_model.x_bytes_per_token()), pb = pair_bytes();
+    r.kept_pairs = kept * m_head_scale;
+    r.kept_per_head = r.kept_pairs / m_model.kv_heads;
+    r.x_tokens = double(ls.x_tokens);
+    r.kv_pairs = kv * m_head_scale;
+    r.kv_bytes = r.kv_pairs * pb;
+    r.x_bytes = r.x_tokens * xb;
+    ls.groups_n = n;
+    ls.groups_stale = true;
+    if (ls.groups_each_pass) groups(ls);
+  }
+
+  // The high/low-score groups of the last pass: a pair is high-score when its score is above
+  // its head's median; an x token when it is high in most of the heads keeping it.
+  void groups(layer_state& ls) {
+    kv_layer_report& r = ls.rep;
+    const u64 n = ls.groups_n;
+    ls.groups_stale = false;
+    m_high.assign(n, 0);
+    m_seen.assign(n, 0);
+    double hkv = 0, lkv = 0;
+    for (head_state& hs : ls.heads) {
       if (hs.pos.empty()) continue;
       m_tmp = hs.score;
       auto mid = m_tmp.begin() + static_cast<std::ptrdiff_t>(m_tmp.size() / 2);
@@ -413,12 +451,10 @@ class kv_engine final : public kv_policy {
       for (std::size_t i = 0; i < hs.pos.size(); ++i) {
         const bool high = hs.score[i] > median;
         const u32 p = hs.pos[i];
-        if (ls.x[p]) {
+        if (ls.x[p])
           m_high[p] += high;
-        } else {
-          kv += 1;
+        else
           (high ? hkv : lkv) += 1;
-        }
       }
     }
     double hx = 0, lx = 0;
@@ -429,12 +465,6 @@ class kv_engine final : public kv_policy {
           (2u * m_high[p] > ls.count[p] ? hx : lx) += 1;
         }
     const double xb = double(m_model.x_bytes_per_token()), pb = pair_bytes();
-    r.kept_pairs = kept * m_head_scale;
-    r.kept_per_head = r.kept_pairs / m_model.kv_heads;
-    r.x_tokens = double(ls.x_tokens);
-    r.kv_pairs = kv * m_head_scale;
-    r.kv_bytes = r.kv_pairs * pb;
-    r.x_bytes = r.x_tokens * xb;
     r.high_kv_pairs = hkv * m_head_scale;
     r.low_kv_pairs = lkv * m_head_scale;
     r.high_x_tokens = hx;

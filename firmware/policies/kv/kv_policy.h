@@ -72,6 +72,13 @@ class kv_policy {
   virtual const kv_layer_report& report(unsigned sequence, unsigned layer) const = 0;
   virtual unsigned batch() const = 0;
   virtual unsigned layers() const = 0;
+  // The report's high/low-score groups (2DRP) cost a median per head and pass. By default they
+  // are computed in every pass for every layer; a workload that reads them during the run only
+  // for some layers (those whose KV the eDRAM holds) names them here, the other layers' groups
+  // are left stale until update_groups(), which it calls before reading them at the end. The
+  // figures are the same either way.
+  virtual void groups_each_pass(const std::vector<bool>& layers) { (void)layers; }
+  virtual void update_groups() {}
   // The last pass summed over the batch (one layer) or over the batch and every layer.
   kv_layer_report layer_total(unsigned layer) const;
   kv_layer_report total() const;

@@ -351,3 +351,36 @@ TEST_CASE("kv: the subset mode agrees with the exhaustive one within 1 percent",
   CHECK_THROWS_AS(sub.pol->kept(0, 1, 0), std::out_of_range);  // layer 1 is represented by 0
   CHECK(sub.pol->report(5, 1).x_tokens == sub.pol->report(1, 0).x_tokens);
 }
+
+TEST_CASE("kv 2drp groups: computed at the end for the layers that ask for them, the same figures", "[kv]") {
+  // The workload asks for the score groups in every pass only for the layers the eDRAM holds;
+  // the others' are computed once, by update_groups(). Every figure must be what the eager path
+  // reports, x tokens included.
+  const model_shape m = tiny(3, 8, 8, 16, 128);
+  const std::string kv = "kv_budget: 48, sink_tokens: 4, recent_window: 16";
+  const std::string attn = "seed: 5, head_sharing: 0.7";
+  auto eager = synthetic("aerp", kv, attn, m, 2);
+  auto lazy = synthetic("aerp", kv, attn, m, 2);
+  lazy.pol->groups_each_pass({true, false, false});
+  for (auto* p : {eager.pol.get(), lazy.pol.get()}) {
+    p->prefill(96);
+    for (int i = 0; i < 40; ++i) p->decode();
+  }
+  // Before update_groups() only layer 0's groups are current.
+  CHECK(lazy.pol->layer_total(0).high_bytes == eager.pol->layer_total(0).high_bytes);
+  CHECK(lazy.pol->layer_total(1).high_bytes == 0);
+  lazy.pol->update_groups();
+  for (unsigned l = 0; l < m.layers; ++l) {
+    const auto a = eager.pol->layer_total(l), b = lazy.pol->layer_total(l);
+    CHECK(a.high_kv_pairs == b.high_kv_pairs);
+    CHECK(a.low_kv_pairs == b.low_kv_pairs);
+    CHECK(a.high_x_tokens == b.high_x_tokens);
+    CHECK(a.low_x_tokens == b.low_x_tokens);
+    CHECK(a.high_bytes == b.high_bytes);
+    CHECK(a.low_bytes == b.low_bytes);
+    CHECK(a.kv_pairs == b.kv_pairs);
+    CHECK(a.x_tokens == b.x_tokens);
+  }
+  CHECK(eager.pol->total().x_tokens > 0);
+  CHECK(eager.pol->total().high_bytes > 0);
+}

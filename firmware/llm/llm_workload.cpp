@@ -205,7 +205,7 @@ void llm_workload::apply_refresh() {
     const bool part = l >= m_plan->kv_layers_on_chip();
     for (const region* reg : {part ? &kv.k_chip : &kv.k, part ? &kv.v_chip : &kv.v}) {
       std::uint64_t local = 0;
-      if (edram* e = edram_of(*reg, local)) m_refresh->apply(*e, local, reg->bytes, m_policy ? &r : nullptr);
+      if (edram* e = edram_of(m_platform, *reg, local)) m_refresh->apply(*e, local, reg->bytes, m_policy ? &r : nullptr);
     }
   }
   // The KV stream buffers hold KV of every layer in turn: no score groups (half and half).
@@ -213,7 +213,7 @@ void llm_workload::apply_refresh() {
     std::uint64_t local = 0;
     const region& reg = m_plan->kv_stream_buffer(b);
     if (reg.bytes)
-      if (edram* e = edram_of(reg, local)) m_refresh->apply(*e, local, reg.bytes, nullptr);
+      if (edram* e = edram_of(m_platform, reg, local)) m_refresh->apply(*e, local, reg.bytes, nullptr);
   }
 }
 
@@ -337,14 +337,9 @@ void llm_workload::mark_kv_live(const pass_info& p) {
     }
 }
 
-edram* llm_workload::edram_of(const region& r, std::uint64_t& local) const {
-  local = r.addr - m_platform.interconnect().base_of(r.memory);
-  return dynamic_cast<edram*>(m_platform.memory(r.memory));
-}
-
 void llm_workload::mark_live(const region& r, std::uint64_t bytes) const {
   std::uint64_t local = 0;
-  if (edram* e = edram_of(r, local)) e->mark_live(local, bytes);
+  if (edram* e = edram_of(m_platform, r, local)) e->mark_live(local, bytes);
 }
 
 std::vector<double> llm_workload::sample_vector(const counter_snapshot& c) const {

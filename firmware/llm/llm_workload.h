@@ -73,8 +73,6 @@ class llm_workload : public workload {
   // of them changes between steps (a growing cache; AERP once the heads are at their budget).
   double cost_driver(const pass_info& p) const;
   // Marks the new tokens' KV slots live in on-chip eDRAM (steps that are not simulated).
-  // The eDRAM array holding `r` (nullptr: another memory) and r's address local to it.
-  edram* edram_of(const region& r, std::uint64_t& local) const;
   // Marks the first `bytes` of `r` live if `r` is in an eDRAM (its refresh starts counting).
   void mark_live(const region& r, std::uint64_t bytes) const;
   void mark_kv_live(const pass_info& p);

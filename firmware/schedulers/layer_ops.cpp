@@ -14,6 +14,8 @@ layer_ops::layer_ops(driver& drv, memory_plan& plan, const model_shape& m, platf
   for (const char* b : {"rsa", "sfu", "dma"}) drv.block(b);  // a clear error if one is missing
   for (compute_block* b : p.blocks())
     if (dynamic_cast<evictor*>(b)) m_evictor = b;
+  if (plan.kv_stream_bytes())  // looked up once: the stream releases every chunk it reads
+    for (unsigned i = 0; i < 2; ++i) m_stream_edram = edram_of(p, plan.kv_stream_buffer(i), m_stream_local[i]);
 }
 
 void layer_ops::count(const region& r, std::uint64_t bytes, double traffic::*kind) {
@@ -388,8 +390,8 @@ ticket layer_ops::stream(const stream_job& job, Issue issue, const stream_job* n
     last = issue(c);
     m_stream_user[cur.buffer] = last;
     // Read once: the eDRAM stops refreshing the chunk when its reader completes.
-    if (edram* e = dynamic_cast<edram*>(m_platform.memory(buf.memory))) {
-      const std::uint64_t local = buf.addr - m_platform.interconnect().base_of(buf.memory);
+    if (edram* e = m_stream_edram) {
+      const std::uint64_t local = m_stream_local[cur.buffer];
       const std::uint64_t bytes = c.np * c.nt * std::uint64_t(m_model.head_dim) * model_shape::act_bytes;
       m_drv.after(last, [e, local, bytes] { e->release(local, bytes); });
     }
@@ -416,12 +418,11 @@ void layer_ops::parts_attention(const tensor& q, const pass_info& pass, unsigned
     return stream_job{at(r, pt, 0), r.addr + r.bytes, B * h, pt.n, pt.kind};
   };
   // The first part streamed for V, requested after the last chunk of K (while softmax runs).
-  const kv_part* first_v = nullptr;
-  for (const kv_part& pt : parts)
+  const kv_part *first_v = nullptr, *last_k = nullptr;
+  for (const kv_part& pt : parts) {
     if (!first_v && streamed(pt.v)) first_v = &pt;
-  const kv_part* last_k = nullptr;
-  for (const kv_part& pt : parts)
     if (streamed(pt.k)) last_k = &pt;
+  }
   ticket t1;
   for (const kv_part& pt : parts) {  // q . K^T of each part into its columns of the score rows
     const std::uint64_t bytes = B * h * pt.n * D * ab;
@@ -570,15 +571,15 @@ void layer_ops::produced(tensor& t, const ticket& producer) {
 
 void layer_ops::last_use(tensor& t, const ticket& consumer) {
   const int i = t.lifetime;
-  const region where = t.where;
-  edram* e = dynamic_cast<edram*>(m_platform.memory(where.memory));
-  const std::uint64_t base = m_platform.interconnect().base_of(where.memory);
-  m_drv.after(consumer, [this, i, e, where, base] {
+  std::uint64_t local = 0;
+  edram* e = edram_of(m_platform, t.where, local);
+  const std::uint64_t bytes = t.where.bytes;
+  m_drv.after(consumer, [this, i, e, local, bytes] {
     if (i >= 0) {
       m_lifetimes[i].end = sc_core::sc_time_stamp();
       m_lifetimes[i].open = false;
     }
-    if (e) e->release(where.addr - base, where.bytes);  // dead data is no longer refreshed
+    if (e) e->release(local, bytes);  // dead data is no longer refreshed
   });
 }
 

@@ -209,6 +209,8 @@ class layer_ops {
   unsigned m_next_stream = 0;
   std::array<ticket, 2> m_stream_user;  // the last command that read each stream buffer
   stream_load m_stream_ahead;           // a job's first chunk, requested ahead
+  edram* m_stream_edram = nullptr;      // the stream buffers' array, if an eDRAM
+  std::uint64_t m_stream_local[2] = {0, 0};  // their addresses local to it
   // Issues the AERP staging's pending copies of the new rows into the cache (after the attention).
   void copy_new_rows();
   void count(const region& r, std::uint64_t bytes, double traffic::*kind);

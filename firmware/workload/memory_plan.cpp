@@ -1,6 +1,7 @@
 #include "firmware/workload/memory_plan.h"
 
 #include "models/interconnect/router.h"
+#include "models/memory/edram/edram.h"
 #include "models/memory/memory_target.h"
 
 #include <map>
@@ -129,6 +130,11 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
                        std::to_string(m_dram_used >> 20) + " MiB of its " + std::to_string(dram->capacity_bytes() >> 20) +
                        " MiB (reduce workload.batch, context_len or decode_len, or choose a smaller model)");
   m_spill = region{m_dram, d, dram_end - d, false};
+}
+
+edram* edram_of(platform_view& p, const region& r, std::uint64_t& local) {
+  local = r.addr - p.interconnect().base_of(r.memory);
+  return dynamic_cast<edram*>(p.memory(r.memory));
 }
 
 region memory_plan::alloc(std::uint64_t bytes) {

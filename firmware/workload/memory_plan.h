@@ -27,6 +27,10 @@ struct region {
   bool on_chip = false;
 };
 
+class edram;
+// The eDRAM array holding `r` (nullptr: another kind of memory) and r's address local to it.
+edram* edram_of(platform_view& p, const region& r, std::uint64_t& local);
+
 class memory_plan {
  public:
   // `placement` is workload.placement; `kv_tokens` is what the KV cache holds per sequence (all

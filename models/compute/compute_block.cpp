@@ -50,21 +50,28 @@ compute_registry& compute_blocks() {
 
 namespace {
 // The command as a span on the block's timeline track (docs/timeline.md).
-void trace_command(const compute_block& b, const command& cmd, const completion& c) {
+// A command overlapped with the previous one is drawn from the previous one's end (spans on a
+// track do not overlap); `started_us` is when it began fetching its operands.
+void trace_command(const compute_block& b, const command& cmd, const completion& c, const sc_core::sc_time& from) {
   timeline& tl = timeline::get();
   char args[256];
   std::snprintf(args, sizeof args,
-                "\"m\":%u,\"k\":%u,\"n\":%u,\"batch\":%u,\"id\":%u,\"queued_us\":%.6f,\"status\":\"%s\"", cmd.m,
-                cmd.k, cmd.n, cmd.batch ? cmd.batch : 1u, cmd.id, (c.started - c.queued).to_seconds() * 1e6,
-                to_string(c.status).c_str());
-  tl.complete(tl.thread_of(&b, "compute", b.basename()), to_string(cmd.op), c.started, c.finished, args);
+                "\"m\":%u,\"k\":%u,\"n\":%u,\"batch\":%u,\"id\":%u,\"queued_us\":%.6f,\"started_us\":%.6f,"
+                "\"status\":\"%s\"",
+                cmd.m, cmd.k, cmd.n, cmd.batch ? cmd.batch : 1u, cmd.id, (c.started - c.queued).to_seconds() * 1e6,
+                c.started.to_seconds() * 1e6, to_string(c.status).c_str());
+  tl.complete(tl.thread_of(&b, "compute", b.basename()), to_string(cmd.op), from, c.finished, args);
 }
 }  // namespace
 
 struct compute_block::chunk_tag : tlm::tlm_extension<chunk_tag> {
   std::size_t index = 0;
+  xfer* owner = nullptr;  // the executing command's operand-engine state
   tlm::tlm_extension_base* clone() const override { return new chunk_tag(*this); }
-  void copy_from(const tlm::tlm_extension_base& e) override { index = static_cast<const chunk_tag&>(e).index; }
+  void copy_from(const tlm::tlm_extension_base& e) override {
+    index = static_cast<const chunk_tag&>(e).index;
+    owner = static_cast<const chunk_tag&>(e).owner;
+  }
 };
 
 compute_block::compute_block(const sc_core::sc_module_name& name, const compute_args& a)
@@ -86,10 +93,12 @@ compute_block::compute_block(const sc_core::sc_module_name& name, const compute_
                                      "transactions an operand transfer takes at most; larger operands move in "
                                      "larger transactions (0: no bound)",
                                      0, 1u << 30)),
+      m_overlap(a.params.get_bool("overlap_commands", false,
+                                  "the next command fetches its operands while the current one finishes")),
       m_mem("mem_socket", [this](tlm::tlm_generic_payload& t, const sc_core::sc_time& at) { chunk_done(t, at); }) {
   cmd_socket.register_nb_transport_fw(this, &compute_block::cmd_fw);
-  SC_HAS_PROCESS(compute_block);
-  SC_THREAD(worker);
+  for (unsigned i = 0; i < (m_overlap ? 2u : 1u); ++i)
+    m_slots[i].thread = sc_core::sc_spawn([this, i] { worker(i); }, sc_core::sc_gen_unique_name("worker"));
   m_stats.formula("utilization_time", "fraction", "busy cycles / elapsed cycles", [this] {
     const double t = to_cycles(sc_core::sc_time_stamp());
     return t > 0 ? m_busy_cycles.value() / t : 0.0;
@@ -130,7 +139,7 @@ tlm::tlm_sync_enum compute_block::cmd_fw(tlm::tlm_generic_payload& t, tlm::tlm_p
   std::memcpy(&q.cmd, t.get_data_ptr(), sizeof(command));
   q.at = sc_core::sc_time_stamp() + d;
   m_queue.push_back(q);
-  m_work.notify(d);
+  m_state.notify(d);
   t.set_response_status(tlm::TLM_OK_RESPONSE);
   return tlm::TLM_COMPLETED;
 }
@@ -142,37 +151,90 @@ bool compute_block::pop_completion(completion& c) {
   return true;
 }
 
-void compute_block::worker() {
+namespace {
+bool overlaps(std::uint64_t lo, std::uint64_t hi, std::uint64_t addr, std::uint64_t len) {
+  return len > 0 && addr < hi && lo < addr + len;
+}
+}  // namespace
+
+bool compute_block::may_start() const {
+  if (m_queue.empty() || m_queue.front().at > sc_core::sc_time_stamp()) return false;
+  const command& c = m_queue.front().cmd;
+  for (const slot& s : m_slots) {
+    if (!s.busy) continue;
+    if (s.fetching) return false;  // one command fetches its inputs at a time
+    // A hazard on the running command's results: wait for its completion.
+    if (s.write_lo < s.write_hi) {
+      const auto bytes = operand_bytes(c);
+      const std::uint64_t addr[4] = {c.addr_a, c.addr_b, c.addr_c, c.addr_d};
+      for (int k = 0; k < 4; ++k)
+        if (overlaps(s.write_lo, s.write_hi, addr[k], bytes[k])) return false;
+    }
+  }
+  return true;
+}
+
+compute_block::slot& compute_block::current() {
+  if (m_overlap && m_slots[1].thread == sc_core::sc_get_current_process_handle()) return m_slots[1];
+  return m_slots[0];
+}
+
+void compute_block::operands_fetched() {
+  slot& s = current();
+  if (!s.fetching) return;
+  s.fetching = false;
+  m_state.notify(sc_core::SC_ZERO_TIME);
+}
+
+void compute_block::worker(unsigned index) {
+  slot& me = m_slots[index];
   for (;;) {
-    while (m_queue.empty() || m_queue.front().at > sc_core::sc_time_stamp()) {
-      if (m_queue.empty())
-        sc_core::wait(m_work);
+    while (!may_start()) {
+      if (!m_queue.empty() && m_queue.front().at > sc_core::sc_time_stamp())
+        sc_core::wait(m_queue.front().at - sc_core::sc_time_stamp(), m_state);
       else
-        sc_core::wait(m_queue.front().at - sc_core::sc_time_stamp());
+        sc_core::wait(m_state);
     }
     const queued q = m_queue.front();
     m_queue.pop_front();
+    me.busy = me.fetching = true;
+    me.seq = m_started++;
+    me.write_lo = me.write_hi = 0;
     completion c;
     c.id = q.cmd.id;
     c.op = q.cmd.op;
     c.queued = q.at;
     c.started = sc_core::sc_time_stamp();
     c.status = validate(q.cmd);
+    if (c.status == cmd_status::ok) {
+      const std::uint64_t out = operand_bytes(q.cmd)[2];
+      me.write_lo = q.cmd.addr_c;
+      me.write_hi = q.cmd.addr_c + out;
+    }
     if (c.status == cmd_status::ok && m_functional) m_functional->start(*this, q.cmd);
     if (c.status == cmd_status::ok) c.status = execute(q.cmd);
     if (c.status == cmd_status::ok && m_functional) m_functional->finish(*this, q.cmd);
+    me.fetching = false;
+    m_state.notify(sc_core::SC_ZERO_TIME);
+    while (m_posted != me.seq) sc_core::wait(m_state);  // completions in order
     c.finished = sc_core::sc_time_stamp();
     c.cycles = static_cast<std::uint64_t>(to_cycles(c.finished - c.started) + 0.5);
-    m_busy_cycles += static_cast<double>(c.cycles);
+    // Busy time is the union of the commands' spans (overlapped commands count once).
+    const sc_core::sc_time from = std::max(c.started, m_last_finish);
+    m_busy_cycles += static_cast<double>(static_cast<std::uint64_t>(to_cycles(c.finished - from) + 0.5));
+    m_last_finish = c.finished;
     ++m_commands;
     if (c.status != cmd_status::ok) {
       ++m_errors;
       spdlog::warn("[{}] {}: command {} ({}) failed: {}", c.finished.to_string(), name(), c.id,
                    to_string(c.op), to_string(c.status));
     }
-    if (timeline::on()) trace_command(*this, q.cmd, c);
+    if (timeline::on()) trace_command(*this, q.cmd, c, from);
     m_completions.push_back(c);
     m_completion_event.notify(sc_core::SC_ZERO_TIME);
+    me.busy = false;
+    ++m_posted;
+    m_state.notify(sc_core::SC_ZERO_TIME);
   }
 }
 
@@ -182,10 +244,15 @@ cmd_status compute_block::transfer(tlm::tlm_command dir, std::uint64_t addr, std
   if (len == 0) return cmd_status::ok;
   const std::uint64_t cb = chunk_bytes(len);
   const std::size_t chunks = static_cast<std::size_t>((len + cb - 1) / cb);
-  m_transfer_error = tlm::TLM_OK_RESPONSE;
-  m_on_chunk = on_chunk ? &on_chunk : nullptr;
-  std::size_t issued = 0;
-  while (issued < chunks || m_in_flight > 0) {
+  xfer& x = current().x;
+  x.error = tlm::TLM_OK_RESPONSE;
+  std::size_t issued = 0, done = 0;
+  const std::function<void(std::size_t, const sc_core::sc_time&)> count = [&](std::size_t i, const sc_core::sc_time& t) {
+    ++done;
+    if (on_chunk) on_chunk(i, t);
+  };
+  x.on_chunk = &count;
+  while (done < chunks) {
     if (issued < chunks && m_in_flight < m_outstanding) {
       if (gate) {
         const sc_core::sc_time at = gate(issued);
@@ -199,23 +266,23 @@ cmd_status compute_block::transfer(tlm::tlm_command dir, std::uint64_t addr, std
         }
       }
       const std::uint64_t off = static_cast<std::uint64_t>(issued) * cb;
-      issue(dir, addr + off, std::min(cb, len - off), issued);
+      issue(x, dir, addr + off, std::min(cb, len - off), issued);
       ++issued;
     } else {
       sc_core::wait(m_chunk_event);
     }
   }
-  m_on_chunk = nullptr;
+  x.on_chunk = nullptr;
   if (dir == tlm::TLM_READ_COMMAND)
     m_bytes_read += static_cast<double>(len);
   else
     m_bytes_written += static_cast<double>(len);
-  if (m_transfer_error == tlm::TLM_OK_RESPONSE) return cmd_status::ok;
-  return m_transfer_error == tlm::TLM_ADDRESS_ERROR_RESPONSE ? cmd_status::bad_address
-                                                             : cmd_status::memory_error;
+  if (x.error == tlm::TLM_OK_RESPONSE) return cmd_status::ok;
+  return x.error == tlm::TLM_ADDRESS_ERROR_RESPONSE ? cmd_status::bad_address : cmd_status::memory_error;
 }
 
-void compute_block::issue(tlm::tlm_command dir, std::uint64_t addr, std::uint64_t len, std::size_t index) {
+void compute_block::issue(xfer& x, tlm::tlm_command dir, std::uint64_t addr, std::uint64_t len,
+                          std::size_t index) {
   tlm::tlm_generic_payload* t = m_pool.acquire(0);
   t->set_command(dir);
   t->set_address(addr);
@@ -225,6 +292,7 @@ void compute_block::issue(tlm::tlm_command dir, std::uint64_t addr, std::uint64_
   chunk_tag* tag = t->get_extension<chunk_tag>();
   if (!tag) t->set_extension(tag = new chunk_tag);
   tag->index = index;
+  tag->owner = &x;
   ++m_in_flight;
   m_mem.send(*t);
 }
@@ -233,44 +301,55 @@ cmd_status compute_block::copy(std::uint64_t src, std::uint64_t dst, std::uint64
   if (len == 0) return cmd_status::ok;
   const std::uint64_t cb = chunk_bytes(len);
   const std::size_t chunks = static_cast<std::size_t>((len + cb - 1) / cb);
-  m_transfer_error = tlm::TLM_OK_RESPONSE;
+  xfer& x = current().x;
+  x.error = tlm::TLM_OK_RESPONSE;
   std::deque<std::size_t> readable;  // chunks read and not yet written
+  std::size_t reads = 0, writes = 0, read_done = 0, written = 0;
   // Reads carry their chunk index; writes carry chunks + index, so completions tell them apart.
   const std::function<void(std::size_t, const sc_core::sc_time&)> on_chunk =
       [&](std::size_t i, const sc_core::sc_time&) {
-        if (i < chunks) readable.push_back(i);
+        if (i < chunks) {
+          readable.push_back(i);
+          ++read_done;
+        } else {
+          ++written;
+        }
       };
-  m_on_chunk = &on_chunk;
-  std::size_t reads = 0, writes = 0;
-  while (writes < chunks || m_in_flight > 0) {
+  x.on_chunk = &on_chunk;
+  bool fetched = false;
+  while (written < chunks) {
+    if (!fetched && read_done == chunks) {  // every byte is in the engine: the next copy may start
+      fetched = true;
+      operands_fetched();
+    }
     if (m_in_flight < m_outstanding && (!readable.empty() || reads < chunks)) {
       if (!readable.empty()) {  // writes first: they free the buffer
         const std::size_t i = readable.front();
         readable.pop_front();
         const std::uint64_t off = static_cast<std::uint64_t>(i) * cb;
-        issue(tlm::TLM_WRITE_COMMAND, dst + off, std::min(cb, len - off), chunks + i);
+        issue(x, tlm::TLM_WRITE_COMMAND, dst + off, std::min(cb, len - off), chunks + i);
         ++writes;
       } else {
         const std::uint64_t off = static_cast<std::uint64_t>(reads) * cb;
-        issue(tlm::TLM_READ_COMMAND, src + off, std::min(cb, len - off), reads);
+        issue(x, tlm::TLM_READ_COMMAND, src + off, std::min(cb, len - off), reads);
         ++reads;
       }
     } else {
       sc_core::wait(m_chunk_event);
     }
   }
-  m_on_chunk = nullptr;
+  x.on_chunk = nullptr;
   m_bytes_read += static_cast<double>(len);
   m_bytes_written += static_cast<double>(len);
-  if (m_transfer_error == tlm::TLM_OK_RESPONSE) return cmd_status::ok;
-  return m_transfer_error == tlm::TLM_ADDRESS_ERROR_RESPONSE ? cmd_status::bad_address
-                                                             : cmd_status::memory_error;
+  if (x.error == tlm::TLM_OK_RESPONSE) return cmd_status::ok;
+  return x.error == tlm::TLM_ADDRESS_ERROR_RESPONSE ? cmd_status::bad_address : cmd_status::memory_error;
 }
 
 void compute_block::chunk_done(tlm::tlm_generic_payload& t, const sc_core::sc_time& at) {
-  if (t.is_response_error() && m_transfer_error == tlm::TLM_OK_RESPONSE)
-    m_transfer_error = t.get_response_status();
-  if (m_on_chunk) (*m_on_chunk)(t.get_extension<chunk_tag>()->index, at);
+  const chunk_tag* tag = t.get_extension<chunk_tag>();
+  xfer& x = *tag->owner;
+  if (t.is_response_error() && x.error == tlm::TLM_OK_RESPONSE) x.error = t.get_response_status();
+  if (x.on_chunk) (*x.on_chunk)(tag->index, at);
   --m_in_flight;
   t.release();
   m_chunk_event.notify(at - sc_core::sc_time_stamp());

@@ -1,8 +1,14 @@
 // The base of the accelerator's compute blocks: a command target (the firmware writes 64-byte
-// descriptors to the block's base address), an in-order command queue served by one thread, a
-// completion queue with an interrupt-like event, and an operand engine that moves operands over
-// the interconnect through the block's own AT initiator socket (so compute contends with every
-// other transfer and waits for memory when memory is the bottleneck).
+// descriptors to the block's base address), an in-order command queue, a completion queue with
+// an interrupt-like event, and an operand engine that moves operands over the interconnect
+// through the block's own AT initiator socket (so compute contends with every other transfer and
+// waits for memory when memory is the bottleneck).
+//
+// Commands start in order and complete in order. With `overlap_commands` a block that has
+// fetched a command's inputs (operands_fetched()) starts the next command's operand fetch while
+// it finishes the current one (its compute, its result writes), as an engine that prefetches its
+// next descriptor does; the next command waits instead if it reads or writes what the current
+// one writes (an address-range hazard check).
 #pragma once
 
 #include "models/compute/command.h"
@@ -82,6 +88,10 @@ class compute_block : public sc_core::sc_module {
   virtual cmd_status validate(const command& c) const = 0;
   // Runs a valid command in the block's thread (it may wait); returns its status.
   virtual cmd_status execute(const command& c) = 0;
+  // Called by execute() once the command's inputs are in the block: with `overlap_commands` the
+  // next command may start fetching its operands (copy() calls it once every chunk is read).
+  void operands_fetched();
+  bool overlap_commands() const { return m_overlap; }
 
   // Moves [addr, addr + len) over the interconnect in chunks of `chunk_bytes`, with up to
   // `outstanding` requests in flight. `on_chunk(i, t)` is called when chunk i completes at t (in
@@ -116,29 +126,48 @@ class compute_block : public sc_core::sc_module {
     sc_core::sc_time at;
   };
   struct chunk_tag;
+  // The operand-engine state of one executing command.
+  struct xfer {
+    tlm::tlm_response_status error = tlm::TLM_OK_RESPONSE;
+    const std::function<void(std::size_t, const sc_core::sc_time&)>* on_chunk = nullptr;
+  };
+  // A command being executed by one of the worker threads (two with overlap_commands).
+  struct slot {
+    sc_core::sc_process_handle thread;
+    bool busy = false;
+    bool fetching = false;  // the command has not yet fetched its inputs
+    std::uint64_t seq = 0;  // start order
+    std::uint64_t write_lo = 0, write_hi = 0;  // the command's result range [lo, hi)
+    xfer x;
+  };
 
   tlm::tlm_sync_enum cmd_fw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph, sc_core::sc_time& d);
-  void worker();
+  void worker(unsigned index);
+  // Whether the queue's front command may start now on a free worker.
+  bool may_start() const;
+  slot& current();
   void chunk_done(tlm::tlm_generic_payload& t, const sc_core::sc_time& at);
   // Sends one chunk request (BEGIN_REQ, waiting for END_REQ as the protocol requires).
-  void issue(tlm::tlm_command dir, std::uint64_t addr, std::uint64_t len, std::size_t index);
+  void issue(xfer& x, tlm::tlm_command dir, std::uint64_t addr, std::uint64_t len, std::size_t index);
 
   double m_clock_Hz;
   std::size_t m_queue_depth;
   std::uint64_t m_chunk_bytes;
   std::size_t m_outstanding;
   std::uint64_t m_max_chunks;  // 0: no bound
+  bool m_overlap;
   std::deque<queued> m_queue;
-  sc_core::sc_event m_work;
+  sc_core::sc_event m_state;  // a command arrived, fetched its inputs or completed
   std::deque<completion> m_completions;
   sc_core::sc_event m_completion_event;
   functional_unit* m_functional = nullptr;
+  std::array<slot, 2> m_slots;
+  std::uint64_t m_started = 0, m_posted = 0;  // commands started, completions posted
+  sc_core::sc_time m_last_finish;             // of the last posted command (busy time is a union)
 
-  // Operand engine state (one transfer at a time, from the worker thread).
+  // Operand engine (requests of every executing command share `outstanding`).
   payload_pool m_pool;
   std::size_t m_in_flight = 0;
-  tlm::tlm_response_status m_transfer_error = tlm::TLM_OK_RESPONSE;
-  const std::function<void(std::size_t, const sc_core::sc_time&)>* m_on_chunk = nullptr;
   at_initiator m_mem;  // operands in and out
   sc_core::sc_event m_chunk_event;
 };

@@ -103,8 +103,9 @@ cmd_status rsa::execute(const command& c) {
   const double stream = static_cast<double>(Mp) * cyc;
   const double tail = (m_rows + m_cols - 2.0) * cyc;
 
-  // The fold schedule, advanced as weight chunks arrive (possibly out of order).
-  const double t0 = sc_core::sc_time_stamp().to_seconds();
+  // The fold schedule, advanced as weight chunks arrive (possibly out of order). With
+  // overlap_commands the previous command may still be computing: the array is free from its end.
+  const double t0 = std::max(sc_core::sc_time_stamp().to_seconds(), m_array_free);
   std::vector<double> arrival(chunks, -1.0), consumed(chunks, -1.0);
   std::size_t arrived_prefix = 0, next_fold = 0, next_consumed = 0;
   double prev_stream = t0, prev_end = t0, stall = 0.0, compute_end = t0, first_row_out = -1.0;
@@ -138,11 +139,22 @@ cmd_status rsa::execute(const command& c) {
         advance();
       },
       [&](std::size_t i) {
-        if (i < buffer_chunks) return sc_core::SC_ZERO_TIME;
+        // The first chunks take the places the previous command's last chunks free.
+        if (i < buffer_chunks)
+          return i < m_prev_consumed.size() ? sc_core::sc_time(m_prev_consumed[i], sc_core::SC_SEC)
+                                            : sc_core::SC_ZERO_TIME;
         const double free_at = consumed[i - buffer_chunks];
         return free_at < 0 ? sc_core::sc_max_time() : sc_core::sc_time(free_at, sc_core::SC_SEC);
       });
   if (st != cmd_status::ok) return st;
+  if (overlap_commands()) {  // every operand is in: the next command may fetch its own
+    m_array_free = compute_end;
+    // When the places of the operand buffer free up: the consumption of the last chunks.
+    const std::size_t keep = std::min(buffer_chunks, chunks);
+    m_prev_consumed.assign(buffer_chunks - keep, t0);
+    m_prev_consumed.insert(m_prev_consumed.end(), consumed.end() - static_cast<std::ptrdiff_t>(keep), consumed.end());
+    operands_fetched();
+  }
   const sc_core::sc_time end(compute_end, sc_core::SC_SEC);
   if (m_listener && c.op == opcode::gemm_transposed && (c.flags & flag_scores_to_evictor))
     m_listener->on_scores(c, sc_core::sc_time(first_row_out, sc_core::SC_SEC), end);

@@ -64,6 +64,10 @@ class rsa : public compute_block {
   stat& m_weight_bytes;
   nlohmann::json m_last;
   score_listener* m_listener = nullptr;
+  // overlap_commands: when the array finishes the command being completed, and when the places
+  // of the operand buffer its last chunks hold free up (s).
+  double m_array_free = 0.0;
+  std::vector<double> m_prev_consumed;
 };
 
 }  // namespace kelle

@@ -246,13 +246,10 @@ cmd_status compute_block::transfer(tlm::tlm_command dir, std::uint64_t addr, std
   const std::size_t chunks = static_cast<std::size_t>((len + cb - 1) / cb);
   xfer& x = current().x;
   x.error = tlm::TLM_OK_RESPONSE;
-  std::size_t issued = 0, done = 0;
-  const std::function<void(std::size_t, const sc_core::sc_time&)> count = [&](std::size_t i, const sc_core::sc_time& t) {
-    ++done;
-    if (on_chunk) on_chunk(i, t);
-  };
-  x.on_chunk = &count;
-  while (done < chunks) {
+  x.completed = 0;
+  x.on_chunk = on_chunk ? &on_chunk : nullptr;
+  std::size_t issued = 0;
+  while (x.completed < chunks) {
     if (issued < chunks && m_in_flight < m_outstanding) {
       if (gate) {
         const sc_core::sc_time at = gate(issued);
@@ -304,20 +301,19 @@ cmd_status compute_block::copy(std::uint64_t src, std::uint64_t dst, std::uint64
   xfer& x = current().x;
   x.error = tlm::TLM_OK_RESPONSE;
   std::deque<std::size_t> readable;  // chunks read and not yet written
-  std::size_t reads = 0, writes = 0, read_done = 0, written = 0;
+  x.completed = 0;
+  std::size_t reads = 0, read_done = 0;
   // Reads carry their chunk index; writes carry chunks + index, so completions tell them apart.
   const std::function<void(std::size_t, const sc_core::sc_time&)> on_chunk =
       [&](std::size_t i, const sc_core::sc_time&) {
         if (i < chunks) {
           readable.push_back(i);
           ++read_done;
-        } else {
-          ++written;
         }
       };
   x.on_chunk = &on_chunk;
   bool fetched = false;
-  while (written < chunks) {
+  while (x.completed < 2 * chunks) {  // every chunk read and written
     if (!fetched && read_done == chunks) {  // every byte is in the engine: the next copy may start
       fetched = true;
       operands_fetched();
@@ -328,7 +324,6 @@ cmd_status compute_block::copy(std::uint64_t src, std::uint64_t dst, std::uint64
         readable.pop_front();
         const std::uint64_t off = static_cast<std::uint64_t>(i) * cb;
         issue(x, tlm::TLM_WRITE_COMMAND, dst + off, std::min(cb, len - off), chunks + i);
-        ++writes;
       } else {
         const std::uint64_t off = static_cast<std::uint64_t>(reads) * cb;
         issue(x, tlm::TLM_READ_COMMAND, src + off, std::min(cb, len - off), reads);
@@ -349,6 +344,7 @@ void compute_block::chunk_done(tlm::tlm_generic_payload& t, const sc_core::sc_ti
   const chunk_tag* tag = t.get_extension<chunk_tag>();
   xfer& x = *tag->owner;
   if (t.is_response_error() && x.error == tlm::TLM_OK_RESPONSE) x.error = t.get_response_status();
+  ++x.completed;
   if (x.on_chunk) (*x.on_chunk)(tag->index, at);
   --m_in_flight;
   t.release();

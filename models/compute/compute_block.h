@@ -129,6 +129,7 @@ class compute_block : public sc_core::sc_module {
   // The operand-engine state of one executing command.
   struct xfer {
     tlm::tlm_response_status error = tlm::TLM_OK_RESPONSE;
+    std::size_t completed = 0;  // requests of the current transfer or copy that completed
     const std::function<void(std::size_t, const sc_core::sc_time&)>* on_chunk = nullptr;
   };
   // A command being executed by one of the worker threads (two with overlap_commands).

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 using namespace kelle;
 
@@ -70,15 +71,16 @@ TEST_CASE("sampled decode: every reported figure within 1 % of the detailed run"
   // benchmark.md): 5 % there.
   const std::string small = "workload.model={name: small, layers: 4, hidden: 1024, heads: 8, kv_heads: 8, "
                             "head_dim: 128, ffn: 2816, ffn_type: gated_silu, norm: rmsnorm, vocab: 32000}";
-  const std::vector<std::pair<std::vector<std::string>, double>> cases = {
-      {{small, "workload.batch=4"}, 0.01},
+  // (overrides, tolerance, tolerance of the refresh figures: see below)
+  const std::vector<std::tuple<std::vector<std::string>, double, double>> cases = {
+      {{small, "workload.batch=4"}, 0.01, 0.02},
       {{"workload.model=llama3.2-3b", "policy.kv=aerp", "policy.kv_budget=20", "policy.recent_window=8",
         "policy.sink_tokens=4", "policy.refresh=2drp"},
-       0.01},
+       0.01, 0.02},
       {{small, "workload.batch=4", "policy.kv=aerp", "policy.kv_budget=20", "policy.recent_window=8",
         "policy.sink_tokens=4"},
-       0.05}};
-  for (const auto& [policy, tolerance] : cases) {
+       0.05, 0.1}};
+  for (const auto& [policy, tolerance, refresh_tolerance] : cases) {
     std::vector<std::string> o = {"workload.context_len=16", "workload.decode_len=13"};
     o.insert(o.end(), policy.begin(), policy.end());
     const auto detailed = run(o);
@@ -98,7 +100,7 @@ TEST_CASE("sampled decode: every reported figure within 1 % of the detailed run"
     // 0.008 J of the run's 0.23 J of refresh.
     const double r = worst_difference(detailed, sampled, where);
     INFO("largest difference with refresh " << r * 100 << " % in " << where);
-    CHECK(r < (tolerance > 0.01 ? 0.1 : 0.02));
+    CHECK(r < refresh_tolerance);
     // The policy saw every step, sampled or not.
     CHECK(sampled["kv"]["tokens_kept"] == detailed["kv"]["tokens_kept"]);
   }

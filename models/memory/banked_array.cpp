@@ -1,6 +1,7 @@
 #include "models/memory/banked_array.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace kelle {
 
@@ -24,8 +25,14 @@ banked_array::banked_array(const sc_core::sc_module_name& name, const memory_arg
   const double ref_MiB = tech_value(a.tech, cell, "reference_capacity_MiB",
                                     "capacity the cell figures are given for, MiB", 1e-9);
   const double scale = capacity_bytes() / (ref_MiB * 1024 * 1024);
+  // Per-byte access energy grows with the array (longer bit lines, word lines and H-tree wires):
+  // E = E_ref x (capacity / reference capacity)^exponent (docs/models/memory-sram.md).
+  const double exponent = a.tech.child(cell).require_double(
+      "access_energy_capacity_exponent", "exponent of the access energy's growth with capacity",
+      0.0, 1.0);
   m_energy_J_per_B = tech_value(a.tech, cell, "access_energy_pJ_per_byte",
-                                "dynamic energy per byte accessed, pJ") * 1e-12;
+                                "dynamic energy per byte accessed, pJ") *
+                     1e-12 * std::pow(scale, exponent);
   m_leakage_W = tech_value(a.tech, cell, "leakage_mW", "leakage power of the reference array, mW") *
                 1e-3 * scale;
   m_area_mm2 = tech_value(a.tech, cell, "area_mm2", "area of the reference array, mm2") * scale;
@@ -35,6 +42,9 @@ banked_array::banked_array(const sc_core::sc_module_name& name, const memory_arg
                   [this] { return m_area_mm2; });
   m_stats.formula("peak_bandwidth", "GB/s", "banks x bank bandwidth",
                   [this] { return peak_bandwidth_Bps() / 1e9; });
+  m_stats.formula("access_energy_per_byte", "pJ",
+                  "technology figure scaled to this capacity (capacity exponent)",
+                  [this] { return m_energy_J_per_B * 1e12; });
   m_stats.energy("access", "bytes accessed x access energy per byte", [this] {
     return (m_bytes_read.value() + m_bytes_written.value()) * m_energy_J_per_B;
   });

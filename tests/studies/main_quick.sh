@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The quick main comparison end to end: the sweep runs the five systems, the comparison table and
-# the plots are made, and the paper's orderings that the platform reproduces hold
-# (docs/studies.md explains the one it does not: Kelle+eDRAM's energy efficiency).
+# the plots are made, and the paper's orderings hold on it (Llama3.2-3B; docs/studies.md says why
+# Kelle+eDRAM is not the fastest on the multi-head models).
 set -euo pipefail
 vp=$1; src=$2; out=$3
 rm -rf "$out"
@@ -23,16 +23,12 @@ assert len(r) == 5, r.keys()
 assert lat["aep_sram"] < lat["original_sram"] and eff["aep_sram"] > eff["original_sram"], "AEP+SRAM must beat Original+SRAM"
 assert lat["original_edram"] < lat["original_sram"], "Original+eDRAM must be faster than Original+SRAM"
 assert eff["original_edram"] < eff["original_sram"], "Original+eDRAM must be less efficient than Original+SRAM (refresh)"
+assert all(lat["kelle_edram"] < lat[s] for s in lat if s != "kelle_edram"), "Kelle+eDRAM must be the fastest"
+assert all(eff["kelle_edram"] > eff[s] for s in eff if s != "kelle_edram"), "Kelle+eDRAM must be the most efficient"
 kv = {s: float(v["traffic_bytes.dram_kv"]) for s, v in r.items()}
 assert kv["aep_sram"] < kv["original_sram"], "AEP moves fewer KV bytes than the full cache"
-# AERP's recomputation is simulated: the RSA's stacked rows do the MACs the policy decided.
-import json, os
-for s in ("aerp_sram", "kelle_edram"):
-    res = json.load(open(os.path.join(os.path.dirname(sys.argv[1]), r[s]["scenario"], "results.json")))
-    macs, rsa = res["kv"]["recompute_macs"], res["stats"]["rsa"]["recompute_macs"]["value"]
-    assert macs > 0 and abs(rsa / macs - 1) < 0.05, (s, rsa, macs)  # sampled decode: extrapolated
-# Not asserted (docs/studies.md says why): Kelle+eDRAM the fastest and the most efficient, and
-# AERP faster than AEP. The stacked recomputation of every x token in every decode step costs
-# more RSA time than the x format saves in memory traffic at these budgets.
+# Grouped-query attention: an x vector (C values) is larger than a token's K and V (2 x 8 x 128),
+# so AERP stores nothing as x and is AEP (the RSA's recompute MACs are checked in tests/firmware).
+assert lat["aerp_sram"] == lat["aep_sram"], "AERP+SRAM is AEP+SRAM under grouped-query attention"
 print("orderings hold:", {s: (round(lat[s], 3), round(eff[s], 4)) for s in lat})
 PY

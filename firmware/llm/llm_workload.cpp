@@ -539,7 +539,9 @@ void llm_workload::add_results(nlohmann::json& r) const {
   // Refresh of the on-chip KV data.
   nlohmann::json fail = nullptr, rate = nullptr;
   if (m_plan->kv_layers_touching_chip() > 0) {
-    const region& kv0 = m_plan->kv(0).k;
+    // The first on-chip KV: layer 0's, or (placement `fill` with no whole layer on chip) the first
+    // token slots of layer 0.
+    const region& kv0 = m_plan->kv_layers_on_chip() > 0 ? m_plan->kv(0).k : m_plan->kv(0).k_chip;
     if (auto* e = dynamic_cast<edram*>(m_platform.memory(kv0.memory))) {
       if (m_refresh->name() != "none") fail = m_refresh->expected_failed_bits(e->retention());
       if (r.contains("stats") && r["stats"].contains(kv0.memory))

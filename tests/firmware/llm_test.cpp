@@ -235,6 +235,17 @@ TEST_CASE("llm: 2DRP spends less refresh energy than a uniform 45 us refresh, at
   CHECK(two["refresh"]["expected_failed_bits"].get<double>() > 0);
 }
 
+TEST_CASE("llm: with no whole layer on chip the refresh figures describe the token slots that are", "[llm]") {
+  // Batch 16 x 34 slots x 16 KB per Llama2-7B layer exceed the 4 MB KV eDRAM: placement `fill`
+  // puts the first slots of layer 0 there, and 2DRP refreshes them.
+  const auto r = llm({"workload.model=llama2-7b", "workload.batch=16", "workload.context_len=32",
+                      "workload.decode_len=2", "policy.kv=aep", "policy.refresh=2drp"});
+  REQUIRE(r["llm"]["kv_layers_on_chip"].get<double>() == 0);
+  REQUIRE(r["llm"]["kv_chip_tokens"].get<double>() > 0);
+  CHECK(r["refresh"]["avg_failure_rate"].get<double>() == Approx(2e-3).epsilon(0.2));
+  CHECK(r["refresh"]["expected_failed_bits"].get<double>() > 0);
+}
+
 TEST_CASE("llm: 2DRP without a scoring KV policy is a configuration error", "[llm]") {
   CHECK_THROWS_WITH(llm({"workload.model=llama2-7b", "workload.context_len=8", "workload.decode_len=1",
                          "policy.refresh=2drp"}),

@@ -6,14 +6,6 @@
 
 namespace kelle {
 
-struct router::route : tlm::tlm_extension<route> {
-  unsigned initiator = 0;
-  unsigned target = 0;
-  std::uint64_t base = 0;
-  tlm::tlm_extension_base* clone() const override { return new route(*this); }
-  void copy_from(const tlm::tlm_extension_base& e) override { *this = static_cast<const route&>(e); }
-};
-
 router::router(const sc_core::sc_module_name& name, const config_node& params)
     : sc_core::sc_module(name),
       target_socket("target_socket"),

@@ -18,6 +18,7 @@
 
 #include "platform/config/config.h"
 #include "platform/stats/stats.h"
+#include "platform/tlm/extensions.h"
 
 #include <systemc>
 #include <tlm>
@@ -81,7 +82,7 @@ class router : public sc_core::sc_module {
     std::deque<pending> responses;  // ordered by ready time
     sc_core::sc_event end_resp;
   };
-  struct route;  // the tlm_extension that carries the route of a transaction
+  using route = routed;  // the tlm_extension that carries the route of a transaction
 
   tlm::tlm_sync_enum nb_transport_fw(int id, tlm::tlm_generic_payload& t, tlm::tlm_phase& ph,
                                      sc_core::sc_time& delay);

@@ -108,6 +108,9 @@ void memory_target::begin_service(tlm::tlm_generic_payload& t) {
   if (status == tlm::TLM_OK_RESPONSE) {
     const std::uint64_t addr = t.get_address(), len = t.get_data_length();
     const bool is_read = t.is_read();
+    m_current = m_next_request++;
+    const routed* via = t.get_extension<routed>();
+    m_requester = via ? via->initiator : no_requester;
     ready = service(t.get_command(), addr, len, now);
     if (is_read) {
       ++m_reads;
@@ -123,10 +126,30 @@ void memory_target::begin_service(tlm::tlm_generic_payload& t) {
         m_store.write(addr, t.get_data_ptr(), len);
     }
     if (!is_read) on_write(addr, len);
+    if (ready == deferred()) {  // the model calls complete() later
+      t.set_response_status(status);
+      m_deferred.emplace(m_current, deferred_request{&t, now});
+      return;
+    }
     if (timeline::on())  // busy periods on the memory's timeline track (docs/timeline.md)
       timeline::get().busy(timeline::get().thread_of(this, "memory", basename()), now, ready, len, !is_read);
   }
   t.set_response_status(status);
+  m_peq.notify(t, internal_response_ready, ready - now);
+}
+
+void memory_target::complete(std::uint64_t request, const sc_core::sc_time& ready) {
+  const auto it = m_deferred.find(request);
+  const sc_core::sc_time now = sc_core::sc_time_stamp();
+  if (it == m_deferred.end() || ready < now) {
+    SC_REPORT_FATAL(name(), "complete(): unknown request, or a response time in the past");
+    return;
+  }
+  tlm::tlm_generic_payload& t = *it->second.t;
+  if (timeline::on())
+    timeline::get().busy(timeline::get().thread_of(this, "memory", basename()), it->second.start, ready,
+                         t.get_data_length(), t.is_write());
+  m_deferred.erase(it);
   m_peq.notify(t, internal_response_ready, ready - now);
 }
 

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <unordered_map>
 
 namespace kelle {
 
@@ -58,6 +59,16 @@ class memory_target : public sc_core::sc_module {
   // Called after the data of an accepted write has been stored (eDRAM marks data live).
   virtual void on_write(std::uint64_t /*addr*/, std::uint64_t /*len*/) {}
 
+  // A model whose requests share its resources (a request's end then depends on requests that
+  // arrive later) returns deferred() from service() and calls complete() with the request's id,
+  // current_request() during that service() call, once it knows when the response is ready.
+  static const sc_core::sc_time& deferred() { return sc_core::sc_max_time(); }
+  std::uint64_t current_request() const { return m_current; }
+  // The interconnect port the request in service() came from (kelle::routed), or no_requester.
+  static constexpr unsigned no_requester = ~0u;
+  unsigned current_requester() const { return m_requester; }
+  void complete(std::uint64_t request, const sc_core::sc_time& ready);
+
   stat_group m_stats;
   stat& m_reads;
   stat& m_writes;
@@ -82,6 +93,14 @@ class memory_target : public sc_core::sc_module {
   unsigned m_in_service = 0;
   std::deque<tlm::tlm_generic_payload*> m_waiting;    // requests held back (no END_REQ yet)
   std::deque<tlm::tlm_generic_payload*> m_responses;  // ready, waiting for the response channel
+  std::uint64_t m_current = 0;                        // the request in service() (deferred models)
+  unsigned m_requester = no_requester;                // and where it came from
+  struct deferred_request {
+    tlm::tlm_generic_payload* t;
+    sc_core::sc_time start;
+  };
+  std::unordered_map<std::uint64_t, deferred_request> m_deferred;
+  std::uint64_t m_next_request = 1;
   tlm::tlm_generic_payload* m_resp_in_flight = nullptr;
   stat& m_backpressure;
 };

@@ -79,6 +79,63 @@ workload: {type: traffic, target: mem, burst_bytes: 65536, total_bytes: 4194304,
   CHECK(got == Approx(expected).epsilon(0.001));  // in fact exact, up to time resolution
 }
 
+namespace {
+std::size_t read_from(test::test_initiator& ti, unsigned port, std::uint64_t addr, unsigned len,
+                      sc_time at = sc_core::SC_ZERO_TIME) {
+  test::request r;
+  r.port = port;
+  r.addr = addr;
+  r.len = len;
+  r.issue_at = at;
+  return ti.add(r);
+}
+}  // namespace
+
+TEST_CASE("sram round_robin: two requesters share a bank, one requester's accesses keep their order", "[sram]") {
+  test::bench b(yaml, {"system.memories.mem.bank_arbitration=round_robin", "workload.ports=2"});
+  auto& ti = b.init();
+  read_from(ti, 0, base, 64);            // bank 0, requester 0
+  read_from(ti, 1, base + 16 * 64, 64);  // bank 0 again, requester 1
+  read_from(ti, 0, base + 32 * 64, 64);  // bank 0, requester 0 again: after its first
+  read_from(ti, 1, base + 64, 64);       // bank 1, requester 1
+  b.p->run();
+  const double one = 64 * bank_ns_per_B;
+  // Bank 0 alternates between the two requesters: their first reads move at half its bandwidth
+  // and end together; requester 0's second read then has the bank alone.
+  CHECK(ns(ti[0].begin_resp) == Approx(2 * one + latency_ns));
+  CHECK(ns(ti[1].begin_resp) == Approx(2 * one + latency_ns));
+  CHECK(ns(ti[2].begin_resp) == Approx(3 * one + latency_ns));
+  // Requester 1's bank-1 read was sent after its first was accepted, at once: bank 1 is free.
+  CHECK(ns(ti[3].begin_resp) == Approx(one + latency_ns));
+}
+
+namespace {
+// 64 KiB over 16 banks (4 KiB each, 512 ns alone), then 100 ns later a 64 B read of bank 0 from
+// another requester.
+void long_then_short(test::bench& b) {
+  auto& ti = b.init();
+  ti.write(base, std::vector<unsigned char>(65536, 1));
+  read_from(ti, 1, base, 64, sc_time(100, SC_NS));
+  b.p->run();
+}
+const double alone_ns = 4096 * bank_ns_per_B, one_ns = 64 * bank_ns_per_B;
+}  // namespace
+
+TEST_CASE("sram: with fcfs a short access waits for a long one's bytes in its bank", "[sram]") {
+  test::bench b(yaml, {"workload.ports=2"});
+  long_then_short(b);
+  CHECK(ns(b.init()[0].begin_resp) == Approx(alone_ns + latency_ns));
+  CHECK(ns(b.init()[1].begin_resp) == Approx(alone_ns + one_ns + latency_ns));
+}
+
+TEST_CASE("sram round_robin: a short access is not held behind another requester's long one", "[sram]") {
+  test::bench b(yaml, {"system.memories.mem.bank_arbitration=round_robin", "workload.ports=2"});
+  long_then_short(b);
+  // Bank 0 is shared from 100 ns on: the read's 64 B take 2 x 8 ns; the write ends 8 ns late.
+  CHECK(ns(b.init()[1].begin_resp) == Approx(100 + 2 * one_ns + latency_ns));
+  CHECK(ns(b.init()[0].begin_resp) == Approx(alone_ns + one_ns + latency_ns));
+}
+
 TEST_CASE("sram: a full request queue withholds END_REQ (back-pressure)", "[sram]") {
   // The interconnect buffers one request per initiator, so the fourth request is the first
   // whose END_REQ waits for the memory to accept the third.

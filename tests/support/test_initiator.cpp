@@ -10,17 +10,22 @@ struct test_initiator::tx : tlm::tlm_generic_payload {
 };
 
 test_initiator::test_initiator(const sc_core::sc_module_name& name, const workload_args& a)
-    : workload(name),
-      m_port("socket", [this](tlm::tlm_generic_payload& t, const sc_core::sc_time& at) { complete(t, at); }) {
-  a.platform.interconnect().add_initiator(basename());
-  m_port.socket.bind(a.platform.interconnect().target_socket);
-  SC_HAS_PROCESS(test_initiator);
-  SC_THREAD(run);
+    : workload(name) {
+  const unsigned ports = static_cast<unsigned>(a.params.get_uint("ports", 1, "initiator ports", 1, 2));
+  for (unsigned i = 0; i < ports; ++i) {
+    const std::string n = i == 0 ? std::string("socket") : "socket_" + std::to_string(i);
+    m_ports.push_back(std::make_unique<at_initiator>(
+        n.c_str(), [this](tlm::tlm_generic_payload& t, const sc_core::sc_time& at) { complete(t, at); }));
+    a.platform.interconnect().add_initiator(i == 0 ? std::string(basename()) : std::string(basename()) + "_" + std::to_string(i));
+    m_ports.back()->socket.bind(a.platform.interconnect().target_socket);
+    sc_core::sc_spawn([this, i] { run(i); }, sc_core::sc_gen_unique_name("run"));
+  }
 }
 
 test_initiator::~test_initiator() = default;
 
 std::size_t test_initiator::add(request r) {
+  if (r.port >= m_ports.size()) throw std::runtime_error("test_initiator: no port " + std::to_string(r.port));
   m_requests.push_back(std::make_unique<request>(std::move(r)));
   return m_requests.size() - 1;
 }
@@ -50,9 +55,11 @@ bool test_initiator::finished() const {
   return true;
 }
 
-void test_initiator::run() {
+void test_initiator::run(unsigned port) {
   for (auto& rp : m_requests) {
     request& r = *rp;
+    if (r.port != port) continue;
+    at_initiator& out = *m_ports[port];
     if (r.issue_at > sc_core::sc_time_stamp()) sc_core::wait(r.issue_at - sc_core::sc_time_stamp());
     auto t = std::make_unique<tx>();
     t->req = &r;
@@ -68,7 +75,7 @@ void test_initiator::run() {
     p.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
     m_tx.push_back(std::move(t));
     if (r.debug) {
-      r.debug_bytes = m_port.socket->transport_dbg(p);
+      r.debug_bytes = out.socket->transport_dbg(p);
       r.begin_req = r.end_req = r.begin_resp = sc_core::sc_time_stamp();
       r.status = p.get_response_status();
       r.done = true;
@@ -76,7 +83,7 @@ void test_initiator::run() {
     }
 
     r.begin_req = sc_core::sc_time_stamp();
-    m_port.send(p);
+    out.send(p);
     r.end_req = sc_core::sc_time_stamp();
   }
 }

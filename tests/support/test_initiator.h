@@ -23,6 +23,7 @@ struct request {
   unsigned char* byte_enable = nullptr;
   unsigned streaming_width = 0;        // 0: the length
   bool debug = false;                  // use transport_dbg (no time passes)
+  unsigned port = 0;                   // 0, or 1 with `workload: {type: test_script, ports: 2}`
   unsigned debug_bytes = 0;            // what transport_dbg returned
   // Filled in by the run:
   sc_core::sc_time begin_req, end_req, begin_resp;
@@ -47,12 +48,14 @@ class test_initiator : public workload {
 
  private:
   struct tx;
-  void run();
+  void run(unsigned port);
   void complete(tlm::tlm_generic_payload& t, const sc_core::sc_time& at);
 
   std::vector<std::unique_ptr<request>> m_requests;
   std::vector<std::unique_ptr<tx>> m_tx;
-  at_initiator m_port;
+  // Each port is its own interconnect initiator (a requester of its own to the targets) and
+  // issues its requests in order.
+  std::vector<std::unique_ptr<at_initiator>> m_ports;
 };
 
 // A platform built from YAML text (the tech file is included from scenarios/) with a

@@ -2,8 +2,8 @@
 // base protocol once (payload event queue, back-pressure by withholding END_REQ when the request
 // queue is full, one response in flight at a time, errors for bad addresses, byte enables and
 // streaming widths, transport_dbg for preloading) and asks the derived model only one question:
-// when is the response to this access ready? Models count actions; energy is counts x energy per
-// action from the technology description.
+// when is the response to this access ready? (A model may answer it later: deferred().) Models
+// count actions; energy is counts x energy per action from the technology description.
 #pragma once
 
 #include "models/memory/sparse_store.h"

@@ -16,7 +16,8 @@ test_initiator::test_initiator(const sc_core::sc_module_name& name, const worklo
     const std::string n = i == 0 ? std::string("socket") : "socket_" + std::to_string(i);
     m_ports.push_back(std::make_unique<at_initiator>(
         n.c_str(), [this](tlm::tlm_generic_payload& t, const sc_core::sc_time& at) { complete(t, at); }));
-    a.platform.interconnect().add_initiator(i == 0 ? std::string(basename()) : std::string(basename()) + "_" + std::to_string(i));
+    const std::string port_name = i == 0 ? std::string(basename()) : std::string(basename()) + "_" + std::to_string(i);
+    a.platform.interconnect().add_initiator(port_name);
     m_ports.back()->socket.bind(a.platform.interconnect().target_socket);
     sc_core::sc_spawn([this, i] { run(i); }, sc_core::sc_gen_unique_name("run"));
   }

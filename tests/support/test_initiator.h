@@ -1,6 +1,7 @@
 // A scripted AT initiator for tests: requests are queued with the time to issue them; each is
-// issued at that time or as soon as the base protocol allows (END_REQ of the previous one), and
-// its phase times and response status are recorded. Registered as workload type `test_script`.
+// issued at that time or as soon as the base protocol allows (END_REQ of the previous one of its
+// port), and its phase times and response status are recorded. Registered as workload type
+// `test_script`; `ports: 2` gives it a second interconnect port (a second requester).
 #pragma once
 
 #include "platform/system/platform.h"

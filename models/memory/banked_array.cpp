@@ -80,10 +80,10 @@ void banked_array::for_each_bank(std::uint64_t addr, std::uint64_t len, F f) con
   }
 }
 
-sc_core::sc_time banked_array::service(tlm::tlm_command cmd, std::uint64_t addr, std::uint64_t len,
+sc_core::sc_time banked_array::service(tlm::tlm_command, std::uint64_t addr, std::uint64_t len,
                                        const sc_core::sc_time& start) {
   if (len == 0) return start + m_latency;
-  if (m_round_robin) return rr_serve(cmd, addr, len, start);
+  if (m_round_robin) return rr_serve(addr, len, start);
   const double s_per_B = 1.0 / (m_bank_Bps * access_share(start));
   sc_core::sc_time done = start;
   double waited = 0.0;
@@ -105,25 +105,25 @@ sc_core::sc_time ceil_time(double seconds) {
 }
 }  // namespace
 
-sc_core::sc_time banked_array::rr_serve(tlm::tlm_command, std::uint64_t addr, std::uint64_t len,
+sc_core::sc_time banked_array::rr_serve(std::uint64_t addr, std::uint64_t len,
                                         const sc_core::sc_time& start) {
   const double rate = m_bank_Bps * access_share(start);
-  const std::uint64_t seq = ++m_rr_seq;
+  const std::uint64_t id = current_request();
   const unsigned who = current_requester();
-  rr_access acc{current_request(), who, 0, start, sc_core::SC_ZERO_TIME};
+  rr_access acc{who, 0, start, sc_core::SC_ZERO_TIME};
   std::uint64_t most = 0;
   for_each_bank(addr, len, [&](unsigned b, std::uint64_t bytes) {
     rr_advance(b, start, rate);
     rr_bank& k = m_rr[b];
     auto& mine = k.queued[who];
-    mine.emplace_back(seq, bytes);
+    mine.emplace_back(id, bytes);
     if (mine.size() == 1)  // the requester's only access here: it starts sharing the bank now
-      k.tags.emplace(std::make_pair(k.v + static_cast<double>(bytes), seq), seq);
+      k.tags.emplace(std::make_pair(k.v + static_cast<double>(bytes), id), id);
     ++acc.banks_left;
     most = std::max(most, bytes);
   });
   acc.alone = sc_core::sc_time(static_cast<double>(most) / rate, sc_core::SC_SEC);
-  m_rr_access.emplace(seq, acc);
+  m_rr_access.emplace(id, acc);
   rr_schedule(start, rate);
   return deferred();
 }
@@ -141,9 +141,9 @@ void banked_array::rr_advance(unsigned bank, const sc_core::sc_time& now, double
     k.v = tag;
     k.t = leave;
     while (!k.tags.empty() && k.tags.begin()->first.first <= tag) {
-      const std::uint64_t seq = k.tags.begin()->second;
+      const std::uint64_t id = k.tags.begin()->second;
       k.tags.erase(k.tags.begin());
-      auto it = m_rr_access.find(seq);
+      auto it = m_rr_access.find(id);
       // The requester's next access on this bank starts now.
       auto q = k.queued.find(it->second.requester);
       q->second.pop_front();
@@ -157,7 +157,7 @@ void banked_array::rr_advance(unsigned bank, const sc_core::sc_time& now, double
       const rr_access& acc = it->second;
       const sc_core::sc_time took = leave - acc.arrival;
       if (took > acc.alone) m_bank_wait += (took - acc.alone).to_seconds();
-      complete(acc.request, std::max(leave + m_latency, sc_core::sc_time_stamp()));
+      complete(id, std::max(leave + m_latency, sc_core::sc_time_stamp()));
       m_rr_access.erase(it);
     }
   }

@@ -57,7 +57,6 @@ class banked_array : public memory_target {
   // the bank, started at V_s with b bytes there, leaves when V reaches V_s + b (its tag), whatever
   // arrives later; the requester's next access on the bank starts then.
   struct rr_access {
-    std::uint64_t request;   // the base's id
     unsigned requester;      // the base's current_requester()
     unsigned banks_left;     // banks whose share is not served yet
     sc_core::sc_time arrival, alone;  // acceptance, and its time on an idle array
@@ -65,17 +64,15 @@ class banked_array : public memory_target {
   struct rr_bank {
     double v = 0;                 // bytes served to each requester in service
     sc_core::sc_time t;           // when v was last brought up to date
-    std::map<std::pair<double, std::uint64_t>, std::uint64_t> tags;  // (tag, seq) -> access
-    // Per requester, its accesses on this bank in order (seq, bytes); the first is in `tags`.
+    std::map<std::pair<double, std::uint64_t>, std::uint64_t> tags;  // (tag, request) -> request
+    // Per requester, its accesses on this bank in order (request, bytes); the first is in `tags`.
     std::unordered_map<unsigned, std::deque<std::pair<std::uint64_t, std::uint64_t>>> queued;
   };
   bool m_round_robin;
   std::vector<rr_bank> m_rr;
-  std::unordered_map<std::uint64_t, rr_access> m_rr_access;  // by sequence number
-  std::uint64_t m_rr_seq = 0;
+  std::unordered_map<std::uint64_t, rr_access> m_rr_access;  // by the base's request id
   sc_core::sc_event m_rr_event;
-  sc_core::sc_time rr_serve(tlm::tlm_command cmd, std::uint64_t addr, std::uint64_t len,
-                            const sc_core::sc_time& start);
+  sc_core::sc_time rr_serve(std::uint64_t addr, std::uint64_t len, const sc_core::sc_time& start);
   // Serves bank `bank` up to `now` at `rate` bytes/s, completing the accesses that leave it.
   void rr_advance(unsigned bank, const sc_core::sc_time& now, double rate);
   void rr_schedule(const sc_core::sc_time& now, double rate);  // wake at the next departure

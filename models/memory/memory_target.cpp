@@ -109,8 +109,7 @@ void memory_target::begin_service(tlm::tlm_generic_payload& t) {
     const std::uint64_t addr = t.get_address(), len = t.get_data_length();
     const bool is_read = t.is_read();
     m_current = m_next_request++;
-    const routed* via = t.get_extension<routed>();
-    m_requester = via ? via->initiator : no_requester;
+    m_current_payload = &t;
     ready = service(t.get_command(), addr, len, now);
     if (is_read) {
       ++m_reads;
@@ -136,6 +135,11 @@ void memory_target::begin_service(tlm::tlm_generic_payload& t) {
   }
   t.set_response_status(status);
   m_peq.notify(t, internal_response_ready, ready - now);
+}
+
+unsigned memory_target::current_requester() const {
+  const routed* via = m_current_payload ? m_current_payload->get_extension<routed>() : nullptr;
+  return via ? via->initiator : no_requester;
 }
 
 void memory_target::complete(std::uint64_t request, const sc_core::sc_time& ready) {

@@ -66,7 +66,7 @@ class memory_target : public sc_core::sc_module {
   std::uint64_t current_request() const { return m_current; }
   // The interconnect port the request in service() came from (kelle::routed), or no_requester.
   static constexpr unsigned no_requester = ~0u;
-  unsigned current_requester() const { return m_requester; }
+  unsigned current_requester() const;
   void complete(std::uint64_t request, const sc_core::sc_time& ready);
 
   stat_group m_stats;
@@ -94,7 +94,7 @@ class memory_target : public sc_core::sc_module {
   std::deque<tlm::tlm_generic_payload*> m_waiting;    // requests held back (no END_REQ yet)
   std::deque<tlm::tlm_generic_payload*> m_responses;  // ready, waiting for the response channel
   std::uint64_t m_current = 0;                        // the request in service() (deferred models)
-  unsigned m_requester = no_requester;                // and where it came from
+  tlm::tlm_generic_payload* m_current_payload = nullptr;  // and its payload
   struct deferred_request {
     tlm::tlm_generic_payload* t;
     sc_core::sc_time start;

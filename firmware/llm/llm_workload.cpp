@@ -4,6 +4,7 @@
 
 #include "firmware/functional/functional_run.h"
 #include "firmware/llm/pass_trace.h"
+#include "firmware/llm/recompute_plan.h"
 #include "models/interconnect/router.h"
 #include "models/memory/edram/edram.h"
 #include "models/memory/memory_target.h"
@@ -101,6 +102,8 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   }
   m_driver = std::make_unique<driver>("firmware", a.platform);
   m_ops = std::make_unique<layer_ops>(*m_driver, *m_plan, m_model, a.platform);
+  if (m_policy && m_policy->recomputes())  // AERP: how much to recompute, from the hardware
+    m_recompute = std::make_unique<recompute_plan>(*m_policy, m_model, m_batch, *m_plan, *m_ops, a.platform);
   if (m_fn) m_fn->connect(*m_driver, *m_plan, *m_ops, m_policy.get(), m_refresh.get());
   m_layer_s.assign(m_model.layers, 0.0);
   pass_trace::attach(m_model.layers);  // the timeline records only the passes in its range
@@ -196,6 +199,7 @@ void llm_workload::apply_policy(pass_info& p) {
     p.victims[l] = static_cast<std::uint64_t>(std::llround(r.evicted_pairs));
     p.x_attended[l] = std::min<std::uint64_t>(p.kept_tokens[l], static_cast<std::uint64_t>(std::llround(x_pairs)));
   }
+  if (m_recompute) m_recompute->record(*m_policy, p);
 }
 
 void llm_workload::apply_refresh() {
@@ -524,6 +528,7 @@ void llm_workload::add_results(nlohmann::json& r) const {
                {"recompute_macs", m_recompute_macs},
                {"high_score_bytes", kv.high_bytes},
                {"low_score_bytes", kv.low_bytes}};
+    if (m_recompute) r["kv"]["recompute"] = m_recompute->results();
   } else {  // full: every token of every sequence, in every layer
     const double tokens = double(m_batch) * double(m_context + m_decode);
     r["kv"] = {{"policy", "full"},
@@ -603,6 +608,7 @@ std::string llm_workload::report() const {
                   m_policy->name().c_str(), static_cast<unsigned long long>(m_policy->budget()),
                   r["kv"]["tokens_kept"].get<double>(), r["kv"]["tokens_as_x"].get<double>(), m_recompute_macs);
     s += buf;
+    if (m_recompute) s += "  recompute budget   " + m_recompute->summary() + "\n";
   }
   if (m_fn) s += m_fn->report();
   return s;

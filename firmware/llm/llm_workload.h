@@ -92,6 +92,7 @@ class llm_workload : public workload {
   std::unique_ptr<kv_policy> m_policy;
   std::unique_ptr<refresh_policy> m_refresh;
   double m_recompute_macs = 0;  // over the run, from the policy's reports
+  std::unique_ptr<class recompute_plan> m_recompute;  // AERP: the recomputation budget
   std::unique_ptr<memory_plan> m_plan;
   std::unique_ptr<driver> m_driver;
   std::unique_ptr<scheduler> m_scheduler;

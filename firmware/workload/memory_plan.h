@@ -77,6 +77,7 @@ class memory_plan {
   arena_mark mark() const { return {m_arena_used, m_spill_used}; }
   void release(const arena_mark& m) { m_arena_used = m.arena; m_spill_used = m.spill; }
   std::uint64_t arena_free() const { return m_arena.bytes - m_arena_used; }
+  const region& arena() const { return m_arena; }
   const std::string& dram() const { return m_dram; }
   // DRAM left after weights and KV (activation spills grow from its start).
   const region& dram_spare() const { return m_spill; }

@@ -76,6 +76,15 @@ class compute_block : public sc_core::sc_module {
   virtual void connect(platform_view& /*platform*/) {}
   // Figures of the most recent command beyond its completion (RSA: MACs, utilisation, stalls).
   virtual nlohmann::json last_command_report() const { return nlohmann::json::object(); }
+  // A systolic array's geometry and energies, for the firmware's cost models (nullptr: the
+  // block is not one).
+  struct array_params {
+    unsigned rows = 0, cols = 0;
+    double fill_cycles = 0;       // cycles to load a fold's weights into the PEs
+    bool double_buffered = false; // the next fold's weights load while the current one streams
+    double mac_J = 0, idle_pe_J = 0;
+  };
+  virtual const array_params* systolic_array() const { return nullptr; }
   // Functional mode: the unit that computes this block's results (nullptr: timing only).
   void set_functional(functional_unit* f) { m_functional = f; }
 

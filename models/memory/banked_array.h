@@ -30,6 +30,7 @@ class banked_array : public memory_target {
 
   double peak_bandwidth_Bps() const override { return m_bank_Bps * m_banks; }
   double area_mm2() const override { return m_area_mm2; }
+  double read_energy_J_per_byte() const override { return m_energy_J_per_B; }
 
  protected:
   sc_core::sc_time service(tlm::tlm_command cmd, std::uint64_t addr, std::uint64_t len,

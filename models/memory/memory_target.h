@@ -49,6 +49,9 @@ class memory_target : public sc_core::sc_module {
   virtual double peak_bandwidth_Bps() const = 0;
   // Silicon area of the array in mm2 (0 for off-chip memories).
   virtual double area_mm2() const { return 0.0; }
+  // Dynamic energy of reading one byte, J (0 when the model does not say): what the firmware's
+  // cost models (AERP's recomputation budget) weigh a byte read from this memory with.
+  virtual double read_energy_J_per_byte() const { return 0.0; }
 
  protected:
   // The timing model, called once per accepted request in acceptance order with the time its

@@ -161,12 +161,15 @@ TEST_CASE("llm: AERP recomputes the x tokens' K and V on the RSA, stacked under 
   // The same decode step with aep and aerp (same budget, same kept sets): AERP's stacked rows add
   // exactly the recompute MACs the policy decided, the recomputed K and V are staged and attended,
   // and the new tokens' K and V still reach the cache.
-  auto run = [](const char* kv) {
-    return llm({"workload.model=llama2-7b", "workload.skip_prefill=true", "workload.context_len=256",
-                "workload.decode_len=1", "workload.batch=2", std::string("policy.kv=") + kv,
-                "scheduler=baseline", "workload.placement.kv_placement=first_layers"});
+  auto run = [](std::vector<std::string> kv) {
+    std::vector<std::string> o = {"workload.model=llama2-7b", "workload.skip_prefill=true", "workload.context_len=256",
+                                  "workload.decode_len=1", "workload.batch=2", "scheduler=baseline",
+                                  "workload.placement.kv_placement=first_layers"};
+    o.insert(o.end(), kv.begin(), kv.end());
+    return llm(o);
   };
-  const auto aep = run("aep"), aerp = run("aerp");
+  // recompute: all, the popularity rule alone (auto recomputes nothing on this hardware).
+  const auto aep = run({"policy.kv=aep"}), aerp = run({"policy.kv=aerp", "policy.recompute=all"});
   const double macs = aerp["kv"]["recompute_macs"].get<double>();
   const auto m = models().create("llama2-7b");
   REQUIRE(aerp["kv"]["tokens_as_x"].get<double>() > 0);

@@ -78,7 +78,7 @@ TEST_CASE("sampled decode: every reported figure within 1 % of the detailed run"
         "policy.sink_tokens=4", "policy.refresh=2drp"},
        0.01, 0.02},
       {{small, "workload.batch=4", "policy.kv=aerp", "policy.kv_budget=20", "policy.recent_window=8",
-        "policy.sink_tokens=4"},
+        "policy.sink_tokens=4", "policy.recompute=all"},
        0.05, 0.1}};
   for (const auto& [policy, tolerance, refresh_tolerance] : cases) {
     std::vector<std::string> o = {"workload.context_len=16", "workload.decode_len=13"};

@@ -127,6 +127,20 @@ class kv_engine final : public kv_policy {
   std::string name() const override { return m_p.name; }
   std::uint64_t budget() const override { return m_p.kv_budget; }
   bool recomputes() const override { return m_p.recompute; }
+  recompute_request recompute_budget() const override { return m_p.budget; }
+  void set_recompute_limits(const recompute_limits& l) override {
+    if (m_tokens) throw std::logic_error("kv policy: recompute limits set after the first pass");
+    if ((!l.max_x_tokens.empty() && l.max_x_tokens.size() != m_model.layers) ||
+        (!l.min_saved_bytes.empty() && l.min_saved_bytes.size() != m_model.layers))
+      throw std::logic_error("kv policy: recompute limits need one entry per layer");
+    m_x_cap.assign(m_layers.size(), std::numeric_limits<u64>::max());
+    m_x_min_saved.assign(m_layers.size(), 0.0);
+    // A tracked layer stands for the layers mapped to it: it takes its own layer's limits.
+    for (std::size_t li = 0; li < m_layers.size(); ++li) {
+      if (!l.max_x_tokens.empty()) m_x_cap[li] = l.max_x_tokens[m_layers[li]];
+      if (!l.min_saved_bytes.empty()) m_x_min_saved[li] = l.min_saved_bytes[m_layers[li]];
+    }
+  }
   u64 tokens() const override { return m_tokens; }
   unsigned batch() const override { return m_batch; }
   unsigned layers() const override { return m_model.layers; }
@@ -254,9 +268,10 @@ class kv_engine final : public kv_policy {
     }
   }
 
-  bool bytes_favour_x(std::uint16_t count) const {
-    if (!m_p.x_only_if_smaller) return true;
-    return double(m_model.x_bytes_per_token()) < double(count) * m_head_scale * pair_bytes();
+  bool bytes_favour_x(std::uint16_t count, double min_saved) const {
+    const double saved = double(count) * m_head_scale * pair_bytes() - double(m_model.x_bytes_per_token());
+    if (min_saved > 0) return saved >= min_saved;
+    return !m_p.x_only_if_smaller || saved > 0;
   }
   double pair_bytes() const { return 2.0 * m_model.head_dim * model_shape::act_bytes; }
   bool popular(std::uint16_t count) const {
@@ -268,9 +283,13 @@ class kv_engine final : public kv_policy {
       ls.x.resize(n, 0);
     }
   }
-  void maybe_convert(layer_state& ls, u32 p) {
+  void maybe_convert(std::size_t li, layer_state& ls, u32 p) {
     if (!m_p.recompute || ls.x[p] || ls.count[p] == 0) return;
-    if (popular(ls.count[p]) && bytes_favour_x(ls.count[p])) {
+    // The recomputation budget: beyond it a popular token keeps its K and V.
+    const u64 cap = m_x_cap.empty() ? std::numeric_limits<u64>::max() : m_x_cap[li];
+    const double min_saved = m_x_min_saved.empty() ? 0.0 : m_x_min_saved[li];
+    if (ls.x_tokens >= cap) return;
+    if (popular(ls.count[p]) && bytes_favour_x(ls.count[p], min_saved)) {
       ls.x[p] = 1;
       ++ls.x_tokens;
       ls.rep.x_converted += 1;
@@ -325,7 +344,7 @@ class kv_engine final : public kv_policy {
     const bool full = m_p.kv_budget && T >= m_p.kv_budget;
     if (m_p.recompute && m_p.decide_after == 0 && (full || !m_p.decide_when_full))
       for (u64 k = 0; k < T; ++k)
-        if (!is_protected(k, T)) maybe_convert(ls, static_cast<u32>(k));
+        if (!is_protected(k, T)) maybe_convert(li, ls, static_cast<u32>(k));
     finish(ls, T, /*decode=*/false);
   }
 
@@ -388,10 +407,10 @@ class kv_engine final : public kv_policy {
       const u64 c = p - m_p.recent_window - 1 - d;
       // A context token's first round was the prefill's top-N' choice: with a delay, those are
       // decided together after d decode steps.
-      if (c >= m_p.sink_tokens && (d == 0 || c + m_p.recent_window >= T)) maybe_convert(ls, static_cast<u32>(c));
+      if (c >= m_p.sink_tokens && (d == 0 || c + m_p.recent_window >= T)) maybe_convert(li, ls, static_cast<u32>(c));
     }
     if (m_p.recompute && d > 0 && u64(p) + 1 == T + d && (full || !m_p.decide_when_full))
-      for (u64 c = m_p.sink_tokens; c + m_p.recent_window < T; ++c) maybe_convert(ls, static_cast<u32>(c));
+      for (u64 c = m_p.sink_tokens; c + m_p.recent_window < T; ++c) maybe_convert(li, ls, static_cast<u32>(c));
     finish(ls, u64(p) + 1, /*decode=*/true);
   }
 
@@ -489,6 +508,8 @@ class kv_engine final : public kv_policy {
   u64 m_tokens = 0;
   u64 m_context = 0;  // the prefill's tokens
   bool m_deferred = false;
+  std::vector<u64> m_x_cap;          // tracked layer -> x tokens a sequence may hold (empty: no limit)
+  std::vector<double> m_x_min_saved; // tracked layer -> K, V bytes an x token must save (empty: 0)
   std::vector<double> m_row, m_tmp;
   std::vector<std::uint16_t> m_high;
   std::vector<std::uint8_t> m_seen;

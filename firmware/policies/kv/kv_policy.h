@@ -54,6 +54,20 @@ class kv_policy {
   // Whether tokens may be stored as x and their K and V recomputed (AERP): the firmware has to
   // keep each token's x until the policy has decided.
   virtual bool recomputes() const { return false; }
+  // AERP's recomputation budget (policy.recompute, docs/policies/aerp.md): what the scenario asks
+  // for, and the limits the firmware sets from the hardware before the first pass.
+  struct recompute_request {
+    enum class mode { all, none, fixed, automatic } kind = mode::all;
+    std::uint64_t tokens = 0;  // fixed: x tokens a sequence may hold per layer
+  };
+  virtual recompute_request recompute_budget() const { return {}; }
+  // Per model layer: the x tokens a sequence may hold (UINT64_MAX: no limit) and the K, V bytes
+  // a token must replace beyond its own x bytes to be stored as x.
+  struct recompute_limits {
+    std::vector<std::uint64_t> max_x_tokens;
+    std::vector<double> min_saved_bytes;
+  };
+  virtual void set_recompute_limits(const recompute_limits& l) { (void)l; }
 
   // Prefill of `context_len` tokens in every sequence (positions 0 .. context_len - 1).
   virtual void prefill(std::uint64_t context_len) = 0;
@@ -134,6 +148,7 @@ struct kv_engine_params {
   bool x_only_if_smaller = true;    // convert only if x is smaller than the K, V it replaces
   bool decide_when_full = false;    // tokens leaving the window while heads are below budget stay KV
   std::uint64_t decide_after = 0;   // eviction rounds a token faces before its popularity is judged
+  kv_policy::recompute_request budget;  // policy.recompute
   // Subset mode (0 = all: exhaustive)
   unsigned exact_sequences = 0;
   unsigned exact_layers = 0;

@@ -29,6 +29,8 @@ rsa::rsa(const sc_core::sc_module_name& name, const compute_args& a)
   m_mac_J = t.require_double("mac_energy_pJ", "energy per MAC, pJ", 0) * 1e-12;
   m_idle_J = t.require_double("idle_pe_cycle_energy_pJ", "energy of an idle PE for one cycle, pJ", 0) * 1e-12;
   const double pe_area = t.require_double("area_mm2_per_pe", "area of one PE, mm2", 0);
+  m_array = {m_rows, m_cols, static_cast<double>(ceil_div(m_rows, m_rows_per_cycle)), m_double_buffered, m_mac_J,
+             m_idle_J};
   m_stats.formula("area", "mm2", "PEs x area per PE", [this, pe_area] { return pe_area * m_rows * m_cols; });
   m_stats.formula("utilization", "fraction", "MACs / (PEs x busy cycles of every command)", [this] {
     const double pc = m_busy_cycles.value() * m_rows * m_cols;

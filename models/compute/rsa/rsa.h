@@ -37,6 +37,7 @@ class rsa : public compute_block {
 
   rsa(const sc_core::sc_module_name& name, const compute_args& args);
 
+  const array_params* systolic_array() const override { return &m_array; }
   unsigned rows() const { return m_rows; }
   unsigned cols() const { return m_cols; }
   // Cycles of a GEMM's array pipeline when weights are always there (no memory stalls).
@@ -62,6 +63,7 @@ class rsa : public compute_block {
   stat& m_stall_cycles;            // cycles folds waited for their weights
   stat& m_recompute_macs;
   stat& m_weight_bytes;
+  array_params m_array;            // the above, for systolic_array()
   nlohmann::json m_last;
   score_listener* m_listener = nullptr;
   // overlap_commands: when the array finishes the command being completed, and when the places

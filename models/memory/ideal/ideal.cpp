@@ -20,6 +20,7 @@ class ideal : public memory_target {
     });
   }
   double peak_bandwidth_Bps() const override { return std::numeric_limits<double>::infinity(); }
+  double read_energy_J_per_byte() const override { return m_energy_J_per_B; }
 
  protected:
   sc_core::sc_time service(tlm::tlm_command, std::uint64_t, std::uint64_t,

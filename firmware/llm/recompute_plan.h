@@ -43,7 +43,6 @@ class recompute_plan {
   };
   std::string m_mode;
   std::uint64_t m_fixed = 0;
-  unsigned m_batch;
   double m_pair_bytes;              // one (token, KV head) pair's K and V
   std::vector<layer> m_layers;
 };

@@ -5,7 +5,7 @@ A submission writes OUT/slurm/job-<id>.sh (the job script: every point's command
 editable, resubmittable with sbatch) and appends it to OUT/slurm/submissions.jsonl. Array task i
 runs points i*CHUNK .. i*CHUNK+CHUNK-1 of the script's list; each point, under a lock of its own
 (OUT/<point>/.lock), writes OUT/<point>/log.txt, results.json and status (one line: `running JOB
-HOST`, `exit RC JOB HOST SECONDS`, or `killed JOB HOST`). What a point is comes from those files
+HOST`, `exit RC JOB HOST SECONDS`, or `killed JOB HOST [signal N]`). What a point is comes from those files
 and from Slurm (sacct when accounting is on, squeue otherwise; the terminal states seen are kept
 in OUT/slurm/states.json):
 
@@ -110,7 +110,11 @@ run_point() {  # $1 point index; returns the simulator's exit status
   wait $!
   rc=$?
   current=
-  echo "exit $rc $job $host $(($(date +%s) - t0))" >"$dir/status"
+  if [ "$rc" -gt 128 ]; then  # killed by a signal: Slurm's state (TIMEOUT, CANCELLED ...) says why
+    echo "killed $job $host signal $((rc - 128))" >"$dir/status"
+  else
+    echo "exit $rc $job $host $(($(date +%s) - t0))" >"$dir/status"
+  fi
   if [ "$rc" -eq 0 ]; then echo "$id: ok"; else echo "$id: FAILED (exit $rc): $(grep -v '^\s*$' "$dir/log.txt" | tail -1)"; fi
   exec 9>&-
   return "$rc"
@@ -297,8 +301,9 @@ def classify(study, rec, states=None):
             slurm = f"{state}, " if state and state != "COMPLETED" else ""
             result[pid] = ("failed", f"{slurm}exit {rc}: {last_line(folder) or 'no log'}", ran)
         elif st and st[0] in ("running", "killed"):
+            sig = f" (signal {st[4]})" if len(st) >= 5 and st[3] == "signal" else ""
             if state in FAILED_STATES:
-                result[pid] = ("failed", f"{state}: {last_line(folder) or 'no log'}", ran)
+                result[pid] = ("failed", f"{state}{sig}: {last_line(folder) or 'no log'}", ran)
             elif state == "CANCELLED":
                 result[pid] = ("missing", "cancelled while running (CANCELLED)", ran)
             else:

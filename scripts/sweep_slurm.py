@@ -399,7 +399,7 @@ def main(study, args):
     vp = os.path.abspath(args.kelle_vp)
     rec = Records(out)
     have_slurm = shutil.which("sbatch") is not None
-    if not args.dry_run and not have_slurm:
+    if not (args.dry_run or args.collect) and not have_slurm:
         error("--backend slurm: sbatch not found (run on a Slurm login node, or use --backend local)")
     t0 = time.time()
     kinds = classify(study, rec) if (have_slurm or not rec.subs) else classify(study, rec, {})

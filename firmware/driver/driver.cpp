@@ -16,7 +16,7 @@ driver::driver(const char* port_name, platform_view& p)
   m_port.socket.bind(p.interconnect().target_socket);
   for (compute_block* b : p.blocks()) {
     const std::string name = b->basename();
-    block_state& s = m_blocks[name];
+    target& s = m_blocks[name];
     s.block = b;
     s.base = p.interconnect().base_of(name);
     sc_core::sc_spawn([this, &s] {
@@ -29,14 +29,18 @@ driver::driver(const char* port_name, platform_view& p)
 }
 
 compute_block& driver::block(const std::string& name) const {
+  return *const_cast<driver*>(this)->target_of(name).block;
+}
+
+driver::target& driver::target_of(const std::string& name) {
   auto it = m_blocks.find(name);
   if (it == m_blocks.end())
     throw config_error("the firmware needs a compute block named '" + name +
                        "' in system.compute (this system has: " + m_platform.block_names() + ")");
-  return *it->second.block;
+  return it->second;
 }
 
-void driver::drain(block_state& b) {
+void driver::drain(target& b) {
   completion c;
   while (b.block->pop_completion(c)) {
     if (c.status != cmd_status::ok)
@@ -54,9 +58,7 @@ void driver::drain(block_state& b) {
   m_completed.notify(sc_core::SC_ZERO_TIME);
 }
 
-ticket driver::submit(const std::string& name, command c) {
-  block(name);  // throws a clear error for a missing block
-  block_state& b = m_blocks.at(name);
+ticket driver::submit(target& b, command c) {
   while (b.in_flight >= b.block->queue_depth()) sc_core::wait(m_completed);
   c.id = m_next_id++;
   tlm::tlm_generic_payload* t = m_pool.acquire(sizeof(command));
@@ -79,7 +81,8 @@ ticket driver::dma(std::uint64_t src, std::uint64_t dst, std::uint64_t bytes) {
   while (bytes / rows > 0xffffffffull || bytes % rows) ++rows;
   c.m = static_cast<std::uint32_t>(rows);
   c.k = static_cast<std::uint32_t>(bytes / rows);
-  return submit("dma", c);
+  if (!m_dma) m_dma = &target_of("dma");
+  return submit(*m_dma, c);
 }
 
 bool driver::done(const ticket& t) const { return m_done.count(t.id) != 0; }

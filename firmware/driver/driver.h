@@ -37,9 +37,20 @@ class driver {
 
   compute_block& block(const std::string& name) const;
 
+  // A block's command port as the driver tracks it: resolved once by name (target()), then
+  // submitted to without a look-up.
+  struct target {
+    compute_block* block;
+    std::uint64_t base;         // its command port's address
+    std::size_t in_flight = 0;  // commands submitted and not yet completed
+  };
+  // The block of that name; a clear error if the system has none.
+  target& target_of(const std::string& name);
+
   // Submits a command to a block; returns at once (after the descriptor write is accepted),
   // unless the block's queue is full, then it first waits for one of its commands to complete.
-  ticket submit(const std::string& block, command c);
+  ticket submit(target& block, command c);
+  ticket submit(const std::string& block, command c) { return submit(target_of(block), c); }
   ticket dma(std::uint64_t src, std::uint64_t dst, std::uint64_t bytes);
 
   // Waits until the command has completed and returns its completion. A failed command is a
@@ -53,15 +64,11 @@ class driver {
   std::uint64_t commands_submitted() const { return m_next_id - 1; }
 
  private:
-  struct block_state {
-    compute_block* block;
-    std::uint64_t base;
-    std::size_t in_flight = 0;
-  };
-  void drain(block_state& b);
+  void drain(target& b);
 
   platform_view& m_platform;
-  std::map<std::string, block_state> m_blocks;
+  std::map<std::string, target> m_blocks;
+  target* m_dma = nullptr;  // for dma()
   std::map<std::uint32_t, completion> m_done;  // by command id
   std::multimap<std::uint32_t, std::function<void()>> m_actions;
   std::uint32_t m_next_id = 1;

@@ -2,7 +2,8 @@
 
 #include "models/compute/functional/half.h"
 #include "models/interconnect/router.h"
-#include "models/memory/edram/edram.h"
+#include "models/memory/refresh_control.h"
+#include "models/memory/memory_target.h"
 #include "models/memory/memory_target.h"
 #include "platform/support/hash.h"
 
@@ -184,7 +185,7 @@ void functional_run::connect(driver& d, memory_plan& plan, layer_ops& ops, kv_po
   m_slots.assign(std::size_t(m_shape.layers) * m_batch * m_kvh, head_slots{});
   for (auto& h : m_slots) h.slot_pos.assign(plan.kv_token_slots(), -1);
   m_kv_on_chip = plan.kv_layers_on_chip();
-  if (m_kv_on_chip) m_kv_edram = dynamic_cast<edram*>(m_platform.memory(plan.kv(0).k.memory));
+  if (m_kv_on_chip && plan.kv(0).k.target) m_kv_edram = plan.kv(0).k.target->refresh();
   if (!m_kv_edram) m_kv_on_chip = 0;  // faults model eDRAM cells only
   if (m_fault != fault_mode::none) m_written.resize(m_kv_on_chip);  // only the fault model reads it
   for (unsigned l = 0; l < m_written.size(); ++l)

@@ -35,7 +35,7 @@
 
 namespace kelle {
 
-class edram;
+class refresh_control;
 
 class functional_run : public functional_hooks, public fn::memory_port {
  public:
@@ -165,7 +165,7 @@ class functional_run : public functional_hooks, public fn::memory_port {
   double m_ber = 0;
   std::array<bool, 4> m_ber_groups{};               // hst_msb, hst_lsb, lst_msb, lst_lsb
   std::uint64_t m_fault_seed = 1;
-  edram* m_kv_edram = nullptr;
+  refresh_control* m_kv_edram = nullptr;
   unsigned m_kv_on_chip = 0;
   std::vector<std::array<std::vector<kv_elem>, 2>> m_written;  // on-chip layers: K, V elements
   std::array<double, 4> m_bits_read{}, m_flipped{};

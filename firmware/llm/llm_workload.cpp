@@ -6,7 +6,7 @@
 #include "firmware/llm/pass_trace.h"
 #include "firmware/llm/recompute_plan.h"
 #include "models/interconnect/router.h"
-#include "models/memory/edram/edram.h"
+#include "models/memory/refresh_control.h"
 #include "models/memory/memory_target.h"
 
 #include <unistd.h>
@@ -110,13 +110,8 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
 
   m_stats.formula("commands", "count", "commands the firmware submitted",
                   [this] { return static_cast<double>(m_driver->commands_submitted()) + m_extra_commands; });
-  {
-    std::stringstream names(a.platform.memory_names());
-    for (std::string n; std::getline(names, n, ',');) {
-      n.erase(0, n.find_first_not_of(' '));
-      if (auto* e = dynamic_cast<edram*>(a.platform.memory(n))) m_edrams.push_back(e);
-    }
-  }
+  for (memory_target* mem : a.platform.memory_targets())
+    if (refresh_control* e = mem->refresh()) m_edrams.push_back(e);
   m_stats.formula("dram_weight_bytes", "B", "weight bytes the firmware fetched from DRAM",
                   [this] { return m_ops->dram().weights; });
   m_stats.formula("dram_kv_bytes", "B", "KV bytes read from or written to DRAM",
@@ -209,7 +204,7 @@ void llm_workload::apply_refresh() {
     const bool part = l >= m_plan->kv_layers_on_chip();
     for (const region* reg : {part ? &kv.k_chip : &kv.k, part ? &kv.v_chip : &kv.v}) {
       std::uint64_t local = 0;
-      if (edram* e = edram_of(m_platform, *reg, local)) m_refresh->apply(*e, local, reg->bytes, m_policy ? &r : nullptr);
+      if (refresh_control* e = refresh_of(*reg, local)) m_refresh->apply(*e, local, reg->bytes, m_policy ? &r : nullptr);
     }
   }
   // The KV stream buffers hold KV of every layer in turn: no score groups (half and half).
@@ -217,7 +212,7 @@ void llm_workload::apply_refresh() {
     std::uint64_t local = 0;
     const region& reg = m_plan->kv_stream_buffer(b);
     if (reg.bytes)
-      if (edram* e = edram_of(m_platform, reg, local)) m_refresh->apply(*e, local, reg.bytes, nullptr);
+      if (refresh_control* e = refresh_of(reg, local)) m_refresh->apply(*e, local, reg.bytes, nullptr);
   }
 }
 
@@ -343,7 +338,7 @@ void llm_workload::mark_kv_live(const pass_info& p) {
 
 void llm_workload::mark_live(const region& r, std::uint64_t bytes) const {
   std::uint64_t local = 0;
-  if (edram* e = edram_of(m_platform, r, local)) e->mark_live(local, bytes);
+  if (refresh_control* e = refresh_of(r, local)) e->mark_live(local, bytes);
 }
 
 std::vector<double> llm_workload::sample_vector(const counter_snapshot& c) const {
@@ -351,7 +346,7 @@ std::vector<double> llm_workload::sample_vector(const counter_snapshot& c) const
   const auto& d = m_ops->dram();
   v.insert(v.end(), {d.weights, d.kv, d.activations, m_ops->kv_bytes_written(),
                      static_cast<double>(m_driver->commands_submitted())});
-  for (edram* e : m_edrams) v.push_back(e->refreshed_bytes());
+  for (refresh_control* e : m_edrams) v.push_back(e->refreshed_bytes());
   v.insert(v.end(), m_layer_s.begin(), m_layer_s.end());
   const std::size_t base = v.size();
   v.resize(base + 2 * m_life_kind.size(), 0.0);
@@ -427,7 +422,7 @@ unsigned llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
   m_ops->add_extrapolated(t, f[3]);
   m_extra_commands += f[4];
   f += firmware_figures;
-  for (edram* e : m_edrams) e->add_extrapolated_refresh(*f++);
+  for (refresh_control* e : m_edrams) e->add_extrapolated_refresh(*f++);
   for (unsigned l = 0; l < m_model.layers; ++l) m_layer_s[l] += f[l];
   const double* life = f + m_model.layers;
   const std::size_t life_base = static_cast<std::size_t>(life - amount.data());
@@ -547,7 +542,7 @@ void llm_workload::add_results(nlohmann::json& r) const {
     // The first on-chip KV: layer 0's, or (placement `fill` with no whole layer on chip) the first
     // token slots of layer 0.
     const region& kv0 = m_plan->kv_layers_on_chip() > 0 ? m_plan->kv(0).k : m_plan->kv(0).k_chip;
-    if (auto* e = dynamic_cast<edram*>(m_platform.memory(kv0.memory))) {
+    if (refresh_control* e = kv0.target ? kv0.target->refresh() : nullptr) {
       if (m_refresh->name() != "none") fail = m_refresh->expected_failed_bits(e->retention());
       if (r.contains("stats") && r["stats"].contains(kv0.memory))
         rate = r["stats"][kv0.memory]["retention_failure_rate"]["value"];

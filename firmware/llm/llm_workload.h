@@ -111,7 +111,7 @@ class llm_workload : public workload {
   mutable std::map<std::string, unsigned> m_life_kind;  // lifetime kind -> index in step_sample::v
   std::map<std::string, std::pair<double, double>> m_extra_life;  // extrapolated (count, total)
   double m_extra_commands = 0;                // extrapolated firmware commands
-  std::vector<edram*> m_edrams;               // every eDRAM instance (transient refresh)
+  std::vector<refresh_control*> m_edrams;     // every memory that refreshes (transient refresh)
   double m_prefill_s = 0, m_decode_s = 0;
   std::vector<step_record> m_steps;
   std::vector<double> m_layer_s;  // simulated time spent in each layer, all passes

@@ -1,9 +1,6 @@
 #include "firmware/schedulers/layer_ops.h"
 
-#include "models/compute/evictor/evictor.h"
-#include "models/compute/rsa/rsa.h"
-#include "models/interconnect/router.h"
-#include "models/memory/edram/edram.h"
+#include "models/memory/refresh_control.h"
 
 #include <algorithm>
 
@@ -11,11 +8,15 @@ namespace kelle {
 
 layer_ops::layer_ops(driver& drv, memory_plan& plan, const model_shape& m, platform_view& p)
     : m_drv(drv), m_plan(plan), m_model(m), m_platform(p) {
-  for (const char* b : {"rsa", "sfu", "dma"}) drv.block(b);  // a clear error if one is missing
+  drv.block("dma");  // a clear error if one is missing
+  m_rsa = &drv.target_of("rsa");
+  m_sfu = &drv.target_of("sfu");
+  if (!m_rsa->block->systolic_array())
+    throw config_error("the firmware needs a systolic array as block 'rsa' (system.compute.rsa.model: rsa)");
   for (compute_block* b : p.blocks())
-    if (dynamic_cast<evictor*>(b)) m_evictor = b;
-  if (plan.kv_stream_bytes())  // looked up once: the stream releases every chunk it reads
-    for (unsigned i = 0; i < 2; ++i) m_stream_edram = edram_of(p, plan.kv_stream_buffer(i), m_stream_local[i]);
+    if (b->victim_select_heads()) m_evictor = &drv.target_of(b->basename());
+  if (plan.kv_stream_bytes())  // the stream releases every chunk it reads
+    for (unsigned i = 0; i < 2; ++i) m_stream_edram = refresh_of(plan.kv_stream_buffer(i), m_stream_local[i]);
 }
 
 void layer_ops::count(const region& r, std::uint64_t bytes, double traffic::*kind) {
@@ -32,7 +33,7 @@ tile_load layer_ops::load_tile(std::uint64_t src, std::uint64_t bytes) {
 
 std::uint64_t layer_ops::tile_cols(std::uint64_t k, std::uint64_t n) const {
   // As many whole RSA column folds as fit one tile buffer.
-  const unsigned cols = static_cast<const rsa&>(m_drv.block("rsa")).cols();
+  const unsigned cols = m_rsa->block->systolic_array()->cols;
   const std::uint64_t buffer = m_plan.weight_buffer_bytes();
   std::uint64_t t = buffer / k / cols * cols;
   if (t == 0) t = std::max<std::uint64_t>(1, buffer / k);
@@ -54,7 +55,7 @@ ticket layer_ops::project_rows(const tensor& x, std::uint64_t w, std::uint64_t k
   const std::uint64_t tn = tile_cols(k, n);
   const std::uint64_t tiles = (n + tn - 1) / tn;
   tile_load cur = first.valid() ? first : load_tile(w, k * std::min(tn, n));
-  depend(x, "rsa");
+  depend(x, m_rsa->block);
   ticket last;
   for (std::uint64_t i = 0; i < tiles; ++i) {
     const std::uint64_t ni = std::min(tn, n - i * tn);
@@ -74,7 +75,7 @@ ticket layer_ops::project_rows(const tensor& x, std::uint64_t w, std::uint64_t k
       g.addr_d = stacked.addr;
     }
     if (m_fn) m_fn->gemm(g, w, i * tn);
-    last = m_drv.submit("rsa", g);
+    last = m_drv.submit(*m_rsa, g);
     m_buffer_user[cur.buffer] = last;
     count(x.where, rows * k * model_shape::act_bytes, &traffic::activations);
     count(stacked, extra * k * model_shape::act_bytes, &traffic::kv);
@@ -86,8 +87,8 @@ ticket layer_ops::project_rows(const tensor& x, std::uint64_t w, std::uint64_t k
 
 ticket layer_ops::sfu(opcode op, const tensor& in, std::uint64_t rows, std::uint64_t len, const region& out,
                       const tensor* second, double traffic::*kind) {
-  depend(in, "sfu");
-  if (second) depend(*second, "sfu");
+  depend(in, m_sfu->block);
+  if (second) depend(*second, m_sfu->block);
   command c;
   c.op = op;
   c.m = static_cast<std::uint32_t>(rows);
@@ -95,7 +96,7 @@ ticket layer_ops::sfu(opcode op, const tensor& in, std::uint64_t rows, std::uint
   c.addr_a = in.where.addr;
   c.addr_b = second ? second->where.addr : in.where.addr;
   c.addr_c = out.addr;
-  const auto bytes = m_drv.block("sfu").operand_bytes(c);
+  const auto bytes = m_sfu->block->operand_bytes(c);
   count(in.where, bytes[0], kind);
   if (second)
     count(second->where, bytes[1], &traffic::activations);
@@ -103,7 +104,7 @@ ticket layer_ops::sfu(opcode op, const tensor& in, std::uint64_t rows, std::uint
     count(in.where, bytes[1], kind);  // c.addr_b: the table or norm weights, read where `in` is
   count(out, bytes[2], kind);
   if (m_fn) m_fn->sfu(c, in.where);
-  return m_drv.submit("sfu", c);
+  return m_drv.submit(*m_sfu, c);
 }
 
 region layer_ops::kv_slot(unsigned layer, bool v, const pass_info& pass) const {
@@ -220,7 +221,7 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
   tensor buf[2] = {produce("scores", scores_bytes(hg)), produce("scores", scores_bytes(hg))};
   ticket user[2];
   const memory_plan::kv_layer& kv = m_plan.kv(layer);
-  depend(q, "rsa");
+  depend(q, m_rsa->block);
   ticket last;
   // The tokens a head attends to occupy its first slots; with a partly placed layer the first
   // chip_tokens of them are read from chip and the rest from DRAM; with AERP the new token and
@@ -241,7 +242,7 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
   if (n_stage) {
     const std::uint64_t head = (m_stage.rows + m_stage.stacked) * D * ab;
     parts.push_back({m_stage.buf[0].where, m_stage.buf[1].where, n_cache, n_stage, 0, head, &traffic::activations});
-    depend(tensor{m_stage.buf[0].where, m_stage.ready[0], -1, "k"}, "rsa");  // the keys' RoPE
+    depend(tensor{m_stage.buf[0].where, m_stage.ready[0], -1, "k"}, m_rsa->block);  // the keys' RoPE
   }
   for (std::uint64_t h0 = 0, j = 0; h0 < kvh; h0 += hg, ++j) {
     const std::uint64_t h = std::min(hg, kvh - h0);
@@ -265,7 +266,7 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
     qk.addr_c = s.where.addr;
     if (select && m_evictor) qk.flags = flag_scores_to_evictor;
     if (m_fn) m_fn->scores(qk, layer, h0, q.where.addr, 0, N);
-    const ticket t1 = m_drv.submit("rsa", qk);
+    const ticket t1 = m_drv.submit(*m_rsa, qk);
     count(kv.k, B * h * N * D * ab, &traffic::kv);
     count(q.where, B * h * g * T * D * ab, &traffic::activations);
     count(s.where, scores_bytes(h), &traffic::activations);
@@ -283,9 +284,9 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
     av.addr_a = s.where.addr;
     av.addr_b = kv.v.addr + B * h0 * N * D * ab;
     av.addr_c = out.addr + B * h0 * g * T * D * ab;
-    depend(s, "rsa");
+    depend(s, m_rsa->block);
     if (m_fn) m_fn->context(av, layer, h0, out.addr, 0, N);
-    last = m_drv.submit("rsa", av);
+    last = m_drv.submit(*m_rsa, av);
     count(kv.v, B * h * N * D * ab, &traffic::kv);
     count(s.where, scores_bytes(h), &traffic::activations);
     count(out, B * h * g * T * D * ab, &traffic::activations);
@@ -326,7 +327,7 @@ void layer_ops::search_min(const tensor& s, const pass_info& pass, std::uint64_t
 void layer_ops::select_victims(const pass_info& pass, std::uint64_t n) {
   // Each KV head of each sequence picks its victim; the evictor serves max_heads per command.
   const std::uint64_t heads = std::uint64_t(pass.batch) * m_model.kv_heads;
-  const std::uint64_t per = static_cast<const evictor&>(*m_evictor).max_heads();
+  const std::uint64_t per = m_evictor->block->victim_select_heads();
   for (std::uint64_t h = 0; h < heads; h += per) {
     command c;
     c.op = opcode::evict_select;
@@ -334,7 +335,7 @@ void layer_ops::select_victims(const pass_info& pass, std::uint64_t n) {
     c.n = static_cast<std::uint32_t>(pass.kv_offset);  // the arriving token's position
     c.k = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(n, pass.kv_offset)));
     c.addr_c = m_victims.where.addr + h * 4;
-    m_drv.submit(m_evictor->basename(), c);
+    m_drv.submit(*m_evictor, c);
     count(m_victims.where, std::uint64_t(c.m) * 4, &traffic::activations);
   }
 }
@@ -390,7 +391,7 @@ ticket layer_ops::stream(const stream_job& job, Issue issue, const stream_job* n
     last = issue(c);
     m_stream_user[cur.buffer] = last;
     // Read once: the eDRAM stops refreshing the chunk when its reader completes.
-    if (edram* e = m_stream_edram) {
+    if (refresh_control* e = m_stream_edram) {
       const std::uint64_t local = m_stream_local[cur.buffer];
       const std::uint64_t bytes = c.np * c.nt * std::uint64_t(m_model.head_dim) * model_shape::act_bytes;
       m_drv.after(last, [e, local, bytes] { e->release(local, bytes); });
@@ -440,7 +441,7 @@ void layer_ops::parts_attention(const tensor& q, const pass_info& pass, unsigned
         qk.addr_c = s.where.addr + (c.p0 * g * T * N + pt.first + c.t0) * ab;
         if (to_evictor) qk.flags = flag_scores_to_evictor;
         count(q.where, c.np * g * T * D * ab, &traffic::activations);
-        return m_drv.submit("rsa", qk);
+        return m_drv.submit(*m_rsa, qk);
       }, &pt == last_k && first_v ? &next : nullptr);
       continue;
     }
@@ -455,7 +456,7 @@ void layer_ops::parts_attention(const tensor& q, const pass_info& pass, unsigned
     qk.addr_c = s.where.addr + pt.first * ab;
     if (to_evictor) qk.flags = flag_scores_to_evictor;
     if (m_fn) m_fn->scores(qk, layer, h0, q.where.addr, pt.first, N);
-    t1 = m_drv.submit("rsa", qk);
+    t1 = m_drv.submit(*m_rsa, qk);
     count(pt.k, bytes, pt.kind);
     count(q.where, B * h * g * T * D * ab, &traffic::activations);
   }
@@ -463,7 +464,7 @@ void layer_ops::parts_attention(const tensor& q, const pass_info& pass, unsigned
   produced(s, t1);
   s.producer = sfu(opcode::softmax, s, B * h * g * T, N, s.where);
   if (select && !m_evictor) search_min(s, pass, h0, h, N);
-  depend(s, "rsa");
+  depend(s, m_rsa->block);
   ticket last;
   for (const kv_part& pt : parts) {  // A . V accumulated over the parts
     const std::uint64_t bytes = B * h * pt.n * D * ab;
@@ -480,7 +481,7 @@ void layer_ops::parts_attention(const tensor& q, const pass_info& pass, unsigned
         av.addr_b = c.addr;
         av.addr_c = out.addr + (B * h0 + c.p0) * g * T * D * ab;
         count(s.where, c.np * g * T * c.nt * ab, &traffic::activations);
-        return m_drv.submit("rsa", av);
+        return m_drv.submit(*m_rsa, av);
       });
       continue;
     }
@@ -495,7 +496,7 @@ void layer_ops::parts_attention(const tensor& q, const pass_info& pass, unsigned
     av.addr_b = at(pt.v, pt, bytes);
     av.addr_c = out.addr + B * h0 * g * T * D * ab;
     if (m_fn) m_fn->context(av, layer, h0, out.addr, pt.first, N);
-    last = m_drv.submit("rsa", av);
+    last = m_drv.submit(*m_rsa, av);
     count(pt.v, bytes, pt.kind);
     count(s.where, B * h * g * T * pt.n * ab, &traffic::activations);
   }
@@ -572,7 +573,7 @@ void layer_ops::produced(tensor& t, const ticket& producer) {
 void layer_ops::last_use(tensor& t, const ticket& consumer) {
   const int i = t.lifetime;
   std::uint64_t local = 0;
-  edram* e = edram_of(m_platform, t.where, local);
+  refresh_control* e = refresh_of(t.where, local);
   const std::uint64_t bytes = t.where.bytes;
   m_drv.after(consumer, [this, i, e, local, bytes] {
     if (i >= 0) {
@@ -583,8 +584,8 @@ void layer_ops::last_use(tensor& t, const ticket& consumer) {
   });
 }
 
-void layer_ops::depend(const tensor& t, const std::string& block) {
-  if (t.producer.valid() && t.producer.block->basename() != block) m_drv.wait(t.producer);
+void layer_ops::depend(const tensor& t, const compute_block* block) {
+  if (t.producer.valid() && t.producer.block != block) m_drv.wait(t.producer);
 }
 
 }  // namespace kelle

@@ -16,7 +16,7 @@
 
 namespace kelle {
 
-class edram;
+class refresh_control;
 
 // One pass over the model: the prefill of the context or one decode step, for every sequence.
 struct pass_info {
@@ -130,7 +130,7 @@ class layer_ops {
   void produced(tensor& t, const ticket& producer);               // opens the lifetime
   void last_use(tensor& t, const ticket& consumer);               // closes it at completion
   // Waits for `t`'s producer unless it runs on `block` (blocks keep their commands in order).
-  void depend(const tensor& t, const std::string& block);
+  void depend(const tensor& t, const compute_block* block);
 
   // The sizes a layer's operations use: rows (batch x new tokens), hidden, query width
   // (heads x head_dim) and KV width (kv_heads x head_dim).
@@ -209,7 +209,7 @@ class layer_ops {
   unsigned m_next_stream = 0;
   std::array<ticket, 2> m_stream_user;  // the last command that read each stream buffer
   stream_load m_stream_ahead;           // a job's first chunk, requested ahead
-  edram* m_stream_edram = nullptr;      // the stream buffers' array, if an eDRAM
+  refresh_control* m_stream_edram = nullptr;  // the stream buffers' refresh, if their memory has one
   std::uint64_t m_stream_local[2] = {0, 0};  // their addresses local to it
   // Issues the AERP staging's pending copies of the new rows into the cache (after the attention).
   void copy_new_rows();
@@ -225,7 +225,9 @@ class layer_ops {
   double m_kv_written = 0;
   std::vector<lifetime_record> m_lifetimes;
   functional_hooks* m_fn = nullptr;
-  compute_block* m_evictor = nullptr;  // the systolic evictor, if the system has one
+  driver::target* m_rsa = nullptr;      // the blocks, resolved once
+  driver::target* m_sfu = nullptr;
+  driver::target* m_evictor = nullptr;  // the systolic evictor, if the system has one
   tensor m_victims;                    // the layer's victim slot indices
   // Victim selection of an evicting layer after its attention's commands (see pass_info::victims).
   void select_victims(const pass_info& pass, std::uint64_t n);

@@ -1,8 +1,8 @@
 #include "firmware/workload/memory_plan.h"
 
 #include "models/interconnect/router.h"
-#include "models/memory/edram/edram.h"
 #include "models/memory/memory_target.h"
+#include "models/memory/refresh_control.h"
 
 #include <map>
 #include <sstream>
@@ -18,6 +18,11 @@ std::string pick(platform_view& p, std::initializer_list<const char*> names) {
   for (const char* n : names)
     if (p.memory(n)) return n;
   return {};
+}
+
+// A region of memory `mem` (which the system has), its memory resolved.
+region place(platform_view& p, const std::string& mem, std::uint64_t addr, std::uint64_t bytes, bool on_chip) {
+  return region{mem, addr, bytes, on_chip, p.memory(mem), p.interconnect().base_of(mem)};
 }
 
 }  // namespace
@@ -41,7 +46,7 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
   // in order weights, activations, KV.
   std::map<std::string, std::uint64_t> used;
   auto take = [&](const std::string& mem, std::uint64_t bytes) {
-    region r{mem, p.interconnect().base_of(mem) + used[mem], bytes, true};
+    region r = place(p, mem, p.interconnect().base_of(mem) + used[mem], bytes, true);
     used[mem] += align(bytes);
     return r;
   };
@@ -107,8 +112,8 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
       k.k = take(kvmem, half);
       k.v = take(kvmem, half);
     } else {
-      k.k = region{m_dram, d, half, false}, d += align(half);
-      k.v = region{m_dram, d, half, false}, d += align(half);
+      k.k = place(p, m_dram, d, half, false), d += align(half);
+      k.v = place(p, m_dram, d, half, false), d += align(half);
       if (fill && l == m_kv_on_chip) {  // what capacity is left holds this layer's first slots
         const std::uint64_t left = p.memory(kvmem)->capacity_bytes() - used[kvmem];
         k.chip_tokens = std::min<std::uint64_t>(max_tokens - 1, left / (2 * token_bytes));
@@ -129,23 +134,27 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
     throw config_error("workload.model: " + m.name + " does not fit in " + m_dram + ": weights and KV need " +
                        std::to_string(m_dram_used >> 20) + " MiB of its " + std::to_string(dram->capacity_bytes() >> 20) +
                        " MiB (reduce workload.batch, context_len or decode_len, or choose a smaller model)");
-  m_spill = region{m_dram, d, dram_end - d, false};
+  m_spill = place(p, m_dram, d, dram_end - d, false);
 }
 
-edram* edram_of(platform_view& p, const region& r, std::uint64_t& local) {
-  local = r.addr - p.interconnect().base_of(r.memory);
-  return dynamic_cast<edram*>(p.memory(r.memory));
+refresh_control* refresh_of(const region& r, std::uint64_t& local) {
+  local = r.addr - r.base;
+  return r.target ? r.target->refresh() : nullptr;
 }
 
 region memory_plan::alloc(std::uint64_t bytes) {
   if (m_arena_used + bytes <= m_arena.bytes) {
-    region r{m_arena.memory, m_arena.addr + m_arena_used, bytes, true};
+    region r = m_arena;
+    r.addr = m_arena.addr + m_arena_used;
+    r.bytes = bytes;
     m_arena_used += align(bytes, 64);
     return r;
   }
   if (m_spill_used + bytes > m_spill.bytes)
     throw std::runtime_error("the activations do not fit in DRAM either (" + std::to_string(bytes) + " B)");
-  region r{m_spill.memory, m_spill.addr + m_spill_used, bytes, false};
+  region r = m_spill;
+  r.addr = m_spill.addr + m_spill_used;
+  r.bytes = bytes;
   m_spill_used += align(bytes, 64);
   return r;
 }

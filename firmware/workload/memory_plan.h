@@ -25,11 +25,14 @@ struct region {
   std::uint64_t addr = 0;    // global address
   std::uint64_t bytes = 0;
   bool on_chip = false;
+  memory_target* target = nullptr;  // the memory, resolved when the plan places the region
+  std::uint64_t base = 0;           // the memory's base address (addr - base is local to it)
 };
 
-class edram;
-// The eDRAM array holding `r` (nullptr: another kind of memory) and r's address local to it.
-edram* edram_of(platform_view& p, const region& r, std::uint64_t& local);
+class refresh_control;
+// The refresh control of the memory holding `r` (nullptr: its cells need none, e.g. SRAM, DRAM
+// as modelled) and r's address local to it. No look-up: the region carries its memory.
+refresh_control* refresh_of(const region& r, std::uint64_t& local);
 
 class memory_plan {
  public:

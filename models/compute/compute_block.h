@@ -85,6 +85,9 @@ class compute_block : public sc_core::sc_module {
     double mac_J = 0, idle_pe_J = 0;
   };
   virtual const array_params* systolic_array() const { return nullptr; }
+  // Victim selection (the systolic evictor): the KV heads one evict_select command serves, 0 when
+  // the block does not select victims.
+  virtual std::uint64_t victim_select_heads() const { return 0; }
   // Functional mode: the unit that computes this block's results (nullptr: timing only).
   void set_functional(functional_unit* f) { m_functional = f; }
 

@@ -24,6 +24,7 @@
 namespace kelle {
 
 class memory_target;
+class refresh_control;
 
 // What a memory model's factory receives.
 struct memory_args {
@@ -52,6 +53,8 @@ class memory_target : public sc_core::sc_module {
   // Dynamic energy of reading one byte, J (0 when the model does not say): what the firmware's
   // cost models (AERP's recomputation budget) weigh a byte read from this memory with.
   virtual double read_energy_J_per_byte() const { return 0.0; }
+  // The memory's refresh control, for memories whose cells need refresh (eDRAM), else nullptr.
+  virtual refresh_control* refresh() { return nullptr; }
 
  protected:
   // The timing model, called once per accepted request in acceptance order with the time its

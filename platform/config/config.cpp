@@ -1,6 +1,5 @@
 #include "platform/config/config.h"
 
-#include "platform/plugin/loader.h"
 
 #include <cmath>
 #include <cstdio>
@@ -285,10 +284,8 @@ config config::from_string(const std::string& yaml, const std::string& name,
 void config::use_plugins(const std::vector<std::pair<std::string, std::string>>& plugins) {
   if (plugins.empty()) return;
   YAML::Node list(YAML::NodeType::Sequence);
-  for (const auto& [path, where] : plugins) {
-    load_plugin(path, where);
-    list.push_back(path);
-  }
+  for (const auto& [path, where] : plugins) list.push_back(path);
+  m_plugins = plugins;
   m_root["plugins"] = list;  // the effective configuration lists them with absolute paths
   m_used.insert("plugins");
 }

@@ -103,16 +103,21 @@ class config {
   const std::string& main_file() const { return m_main_file; }
   // "file:line" of the value at a dotted key path, or "" when not known.
   std::string where(const std::string& path) const;
+  // The shared libraries the scenario's files name (`plugins:`), as (absolute path, where named),
+  // in load order. The config loader only reads them: whoever builds the system loads them.
+  const std::vector<std::pair<std::string, std::string>>& plugins() const { return m_plugins; }
 
  private:
   friend class config_node;
   config() = default;
   void apply_override(const std::string& assignment);
-  // Loads the `plugins:` of the scenario's files ((absolute path, where named)) and records them.
+  // Records the `plugins:` of the scenario's files ((absolute path, where named)); the caller
+  // that builds the system loads them (plugins()).
   void use_plugins(const std::vector<std::pair<std::string, std::string>>& plugins);
 
   YAML::Node m_root;
   std::string m_main_file;
+  std::vector<std::pair<std::string, std::string>> m_plugins;
   std::map<std::string, std::string> m_origin;             // path -> "file:line"
   std::set<std::string> m_used;                            // paths read by a model
   std::map<std::string, std::set<std::string>> m_asked;    // map path -> keys asked there

@@ -26,6 +26,7 @@ class platform_view {
   // The memory instance of that name, or nullptr.
   virtual memory_target* memory(const std::string& name) = 0;
   virtual std::string memory_names() const = 0;
+  virtual std::vector<memory_target*> memory_targets() = 0;
   // The compute block of that name (rsa, sfu, evictor), or nullptr.
   virtual compute_block* block(const std::string& name) = 0;
   virtual std::string block_names() const = 0;

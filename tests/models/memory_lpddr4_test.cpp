@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "models/memory/lpddr4/lpddr4.h"
-#include "platform/system/platform.h"
+#include "vp/platform.h"
 #include "tests/support/test_initiator.h"
 
 #include <algorithm>

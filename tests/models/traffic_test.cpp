@@ -1,7 +1,7 @@
 // The traffic generator workload and the results it adds.
 #include <catch2/catch.hpp>
 
-#include "platform/system/platform.h"
+#include "vp/platform.h"
 #include "tests/support/test_initiator.h"
 
 using namespace kelle;

@@ -1,7 +1,7 @@
 // The results.json contract on the built-in systems.
 #include <catch2/catch.hpp>
 
-#include "platform/system/platform.h"
+#include "vp/platform.h"
 
 #include <filesystem>
 

@@ -4,7 +4,7 @@
 // `test_script`; `ports: 2` gives it a second interconnect port (a second requester).
 #pragma once
 
-#include "platform/system/platform.h"
+#include "vp/platform.h"
 #include "platform/system/workload.h"
 
 #include "platform/tlm/at_initiator.h"

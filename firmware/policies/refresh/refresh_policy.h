@@ -5,6 +5,8 @@
 //            from the KV policy) x bit position (bits 15-8 in the MSB banks, 7-0 in the LSB
 //            banks), four intervals (defaults 0.36, 5.4, 1.44, 7.2 ms: HST-MSB, HST-LSB,
 //            LST-MSB, LST-LSB)
+// One file per policy beside this interface (none.cpp, uniform.cpp, 2drp.cpp); refresh_policy.cpp
+// holds the registry and the failed-bits accounting they share.
 // After every pass the firmware applies the policy to each on-chip KV region of an eDRAM. The
 // eDRAM accounts refresh lazily, so a changed interval takes effect from that moment. See
 // docs/policies.md, "Refresh policies".
@@ -19,7 +21,7 @@
 
 namespace kelle {
 
-class edram;
+class refresh_control;
 class retention_model;
 
 class refresh_policy {
@@ -31,9 +33,10 @@ class refresh_policy {
   // The interval the policy gives KV bits of a score group (high / low) and position (bits 15-8
   // or 7-0), in seconds; 0 when it leaves the array's own interval (functional fault model).
   virtual double interval_s(bool /*high*/, bool /*msb*/) const { return 0.0; }
-  // Sets the intervals of [addr, addr + bytes) (local to `e`) holding one layer's K or V; `r` is
+  // Sets the intervals of [addr, addr + bytes) (local to `e`, the memory's refresh control) holding
+  // one layer's K or V; `r` is
   // the layer's last report (summed over the batch), or null without a KV policy.
-  virtual void apply(edram& e, std::uint64_t addr, std::uint64_t bytes, const kv_layer_report* r) = 0;
+  virtual void apply(refresh_control& e, std::uint64_t addr, std::uint64_t bytes, const kv_layer_report* r) = 0;
 
   // Expected failed bits of the stored KV data as last applied: bits x P(fail | interval), over
   // every range the policy set (the array's own interval for `none`).

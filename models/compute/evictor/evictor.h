@@ -57,6 +57,7 @@ class evictor : public compute_block, public score_listener {
   nlohmann::json last_command_report() const override { return m_last; }
 
   std::uint64_t max_heads() const { return m_max_heads; }
+  std::uint64_t victim_select_heads() const override { return m_max_heads; }
   std::uint64_t select_cycles() const { return m_select_cycles; }
   double power_W() const { return m_power_W; }
 

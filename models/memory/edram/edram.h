@@ -15,36 +15,39 @@
 
 #include "models/memory/banked_array.h"
 #include "models/memory/edram/retention.h"
+#include "models/memory/refresh_control.h"
 
 #include <map>
 #include <vector>
 
 namespace kelle {
 
-class edram : public banked_array {
+class edram : public banked_array, public refresh_control {
  public:
   edram(const sc_core::sc_module_name& name, const memory_args& args);
 
+  refresh_control* refresh() override { return this; }
+
   // Data in [addr, addr+len) is refreshed every `interval` from now on (0: never refreshed).
-  void set_refresh_interval(std::uint64_t addr, std::uint64_t len, const sc_core::sc_time& interval);
+  void set_refresh_interval(std::uint64_t addr, std::uint64_t len, const sc_core::sc_time& interval) override;
   // Data in [addr, addr+len) is dead: it is no longer refreshed (scope `written`).
-  void release(std::uint64_t addr, std::uint64_t len);
+  void release(std::uint64_t addr, std::uint64_t len) override;
   // Data in [addr, addr+len) is stored from now on, as after a write (for data placed without
   // simulated writes, e.g. a KV cache assumed filled by a prefill that is not simulated).
-  void mark_live(std::uint64_t addr, std::uint64_t len) { on_write(addr, len); }
+  void mark_live(std::uint64_t addr, std::uint64_t len) override { on_write(addr, len); }
 
-  const retention_model& retention() const { return m_retention; }
+  const retention_model& retention() const override { return m_retention; }
   // The array's own refresh interval (refresh_interval_us), for data no policy has set.
-  const sc_core::sc_time& default_refresh_interval() const { return m_intervals[0].period; }
+  const sc_core::sc_time& default_refresh_interval() const override { return m_intervals[0].period; }
   double refresh_energy_per_bit_J() const { return m_refresh_J_per_bit; }
   // Brings refresh accounting up to `now` and returns the bytes refreshed so far.
-  double refreshed_bytes();
+  double refreshed_bytes() override;
   // Bytes currently refreshed (live data, or the whole array with scope `all`).
   std::uint64_t live_bytes() const;
   // Bytes per second the current live set costs in refresh (sum of live bytes / interval).
-  double refresh_rate_Bps() const;
+  double refresh_rate_Bps() const override;
   // Refresh of data that was live during passes that were not simulated (sampled decode).
-  void add_extrapolated_refresh(double bytes) { m_refresh_extrapolated += bytes; }
+  void add_extrapolated_refresh(double bytes) override { m_refresh_extrapolated += bytes; }
 
  protected:
   double access_share(const sc_core::sc_time& now) override;

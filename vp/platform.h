@@ -32,6 +32,7 @@ class platform : public platform_view {
   router& interconnect() override { return *m_router; }
   memory_target* memory(const std::string& name) override;
   std::string memory_names() const override;
+  std::vector<memory_target*> memory_targets() override;
   compute_block* block(const std::string& name) override;
   std::string block_names() const override;
   std::vector<compute_block*> blocks() override;

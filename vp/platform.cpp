@@ -1,4 +1,4 @@
-#include "platform/system/platform.h"
+#include "vp/platform.h"
 
 #include "models/memory/edram/edram.h"
 #include "platform/plugin/loader.h"
@@ -20,6 +20,8 @@
 namespace kelle {
 
 platform::platform(config& cfg) : m_cfg(cfg) {
+  // The scenario's plugins first: their models enter the registries the system is built from.
+  for (const auto& [path, where] : cfg.plugins()) load_plugin(path, where);
   config_node root = cfg.root();
   const std::string stem =
       cfg.main_file().empty() ? "scenario" : std::filesystem::path(cfg.main_file()).stem().string();
@@ -108,6 +110,12 @@ compute_block* platform::block(const std::string& name) {
 std::vector<compute_block*> platform::blocks() {
   std::vector<compute_block*> v;
   for (auto& b : m_blocks) v.push_back(b.get());
+  return v;
+}
+
+std::vector<memory_target*> platform::memory_targets() {
+  std::vector<memory_target*> v;
+  for (auto& m : m_memories) v.push_back(m.get());
   return v;
 }
 

@@ -7,7 +7,7 @@
 #include "platform/config/config.h"
 #include "platform/plugin/loader.h"
 #include "platform/registry/registry.h"
-#include "platform/system/platform.h"
+#include "vp/platform.h"
 #include "platform/system/sc_setup.h"
 #include "platform/trace/timeline.h"
 

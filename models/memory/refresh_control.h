@@ -1,0 +1,36 @@
+// What a memory whose cells need refresh offers the firmware (refresh policies, activation
+// lifetimes, functional faults): the refresh interval of an address range, releasing dead data,
+// and the accounting sampled decode extrapolates. The eDRAM implements it; a plugin memory may
+// too (memory_target::refresh() returns it). Addresses are local to the memory.
+#pragma once
+
+#include "models/memory/edram/retention.h"
+
+#include <systemc>
+
+#include <cstdint>
+
+namespace kelle {
+
+class refresh_control {
+ public:
+  virtual ~refresh_control() = default;
+  // Data in [addr, addr+len) is refreshed every `interval` from now on.
+  virtual void set_refresh_interval(std::uint64_t addr, std::uint64_t len, const sc_core::sc_time& interval) = 0;
+  // Data in [addr, addr+len) is dead: it is no longer refreshed.
+  virtual void release(std::uint64_t addr, std::uint64_t len) = 0;
+  // Data in [addr, addr+len) is stored from now on, as after a write (data placed without
+  // simulated writes).
+  virtual void mark_live(std::uint64_t addr, std::uint64_t len) = 0;
+  virtual const retention_model& retention() const = 0;
+  // The memory's own interval, for data no policy has set.
+  virtual const sc_core::sc_time& default_refresh_interval() const = 0;
+  // Bytes refreshed so far (accounting brought up to now).
+  virtual double refreshed_bytes() = 0;
+  // Bytes per second the current live set costs in refresh.
+  virtual double refresh_rate_Bps() const = 0;
+  // Refresh of data that was live during passes that were not simulated (sampled decode).
+  virtual void add_extrapolated_refresh(double bytes) = 0;
+};
+
+}  // namespace kelle

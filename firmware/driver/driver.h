@@ -4,11 +4,11 @@
 // collects completions the moment the blocks post them, and runs actions tied to a command's
 // completion (freeing a buffer, closing an activation's lifetime).
 //
-//   ticket t = drv.dma(src, dst, bytes);       // DMA copy
-//   ticket g = drv.gemm(...);                 // RSA
-//   ticket s = drv.sfu(opcode::softmax, ...);  // SFU
-//   drv.wait(t);                              // the calling thread waits for completion
-//   drv.after(g, [&] { ... });                // run at g's completion time
+//   driver::target& rsa = drv.target_of("rsa");  // a block, resolved once
+//   ticket g = drv.submit(rsa, command{...});    // a command to it
+//   ticket t = drv.dma(src, dst, bytes);         // a DMA copy
+//   drv.wait(t);                                 // the calling thread waits for completion
+//   drv.after(g, [&] { ... });                   // run at g's completion time
 #pragma once
 
 #include "models/compute/compute_block.h"

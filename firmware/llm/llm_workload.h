@@ -2,7 +2,8 @@
 // the context, then autoregressive decode, for a batch of sequences, issuing weight fetches, KV
 // reads and writes and compute commands through the driver, layer by layer, in the order a
 // scheduler chooses. Results: latency (prefill, decode, per step), throughput, DRAM traffic by
-// kind, activation lifetimes, per-step and per-layer CSVs. docs/firmware.md.
+// kind, activation lifetimes, per-step and per-layer CSVs. docs/firmware.md. llm_workload.cpp
+// runs the passes, llm_sampler.cpp holds sampled decode, llm_results.cpp the results.
 #pragma once
 
 #include "firmware/driver/driver.h"
@@ -50,6 +51,9 @@ class llm_workload : public workload {
     double dt = 0;
     std::vector<double> v;
   };
+  // DRAM weight, KV and activation bytes, KV bytes written and commands: the firmware's figures
+  // in sample_vector(), after the statistics counters.
+  static constexpr std::size_t firmware_figures = 5;
   std::vector<double> sample_vector(const counter_snapshot& counters) const;
   void run();
   void pass(const pass_info& p);

@@ -2,6 +2,8 @@
 // accelerator's blocks through the driver, with the weight streaming, the operand placement,
 // the data dependencies between blocks, the DRAM traffic by kind and the activation lifetimes
 // taken care of. A scheduler decides only the order and the overlap (docs/firmware.md).
+// layer_ops.cpp holds the weights, the SFU, the KV slots and AERP's staging, the FFN and the
+// buffers' lifetimes; layer_attention.cpp the attention and victim selection.
 #pragma once
 
 #include "firmware/driver/driver.h"
@@ -203,6 +205,13 @@ class layer_ops {
   // last command's ticket.
   template <typename Issue>
   ticket stream(const stream_job& job, Issue issue, const stream_job* next = nullptr);
+  // The attention's two products (layer_attention.cpp): q . K^T of `heads` (sequence, KV head)
+  // pairs, `rows` query rows each against `tokens` keys, into score rows; A . V of those scores
+  // with `tokens` values. Addresses are the operands' (a, b, c).
+  command qk_command(std::uint64_t heads, std::uint64_t rows, std::uint64_t tokens, std::uint64_t q, std::uint64_t k,
+                     std::uint64_t scores) const;
+  command av_command(std::uint64_t heads, std::uint64_t rows, std::uint64_t tokens, std::uint64_t scores,
+                     std::uint64_t v, std::uint64_t out) const;
   stream_load load_chunk(const stream_job& job, const stream_chunk& c);
   stream_chunk chunk_at(const stream_job& job, std::uint64_t i) const;
   std::uint64_t chunk_count(const stream_job& job) const;

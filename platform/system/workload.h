@@ -1,5 +1,6 @@
-// A workload drives the platform: it owns the initiators that issue transactions (a traffic
-// generator today; the firmware model later). Chosen by `workload.type` from a registry.
+// A workload drives the platform: it owns the initiators that issue transactions (the `llm`
+// firmware model, the `traffic` generator, one command with `op`). Chosen by `workload.type`
+// from a registry; it sees the system through platform_view.
 #pragma once
 
 #include "platform/config/config.h"

@@ -1,0 +1,196 @@
+// The llm workload's results: results.json's llm, latency, traffic, lifetime, KV and refresh
+// figures, the report's section, and the per-step and per-layer CSVs.
+#include "firmware/llm/llm_workload.h"
+
+#include "firmware/functional/functional_run.h"
+#include "firmware/llm/recompute_plan.h"
+#include "models/memory/memory_target.h"
+#include "models/memory/refresh_control.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace kelle {
+
+void llm_workload::add_results(nlohmann::json& r) const {
+  const double total = m_prefill_s + m_decode_s;
+  const double generated = static_cast<double>(m_batch) * static_cast<double>(m_decode);
+  const double energy = r.contains("energy_J") ? r["energy_J"]["total"].get<double>() : 0.0;
+  r["latency_s"] = {{"prefill", m_prefill_s},
+                    {"decode", m_decode_s},
+                    {"total", total},
+                    {"decode_per_step", m_decode ? m_decode_s / static_cast<double>(m_decode) : 0.0}};
+  r["throughput"] = {{"tokens_per_s", total > 0 ? generated / total : 0.0},
+                     {"tokens_per_J", energy > 0 ? generated / energy : 0.0},
+                     {"generated_tokens", generated}};
+  double dram_total = 0;
+  if (r.contains("stats") && r["stats"].contains(m_plan->dram()))
+    dram_total = r["stats"][m_plan->dram()]["bytes_read"]["value"].get<double>() +
+                 r["stats"][m_plan->dram()]["bytes_written"]["value"].get<double>();
+  r["traffic_bytes"] = {{"dram_weights", m_ops->dram().weights},
+                        {"dram_kv", m_ops->dram().kv},
+                        {"dram_activations", m_ops->dram().activations},
+                        {"dram_total", dram_total}};
+  // Energy in the paper's categories: compute, on-chip memory access and refresh by role, DRAM
+  // by kind (access and activation energy shared out by the bytes of each kind; background and
+  // refresh power are not attributable), leakage.
+  nlohmann::json cat = nlohmann::json::object();
+  if (r.contains("energy_J")) {
+    const double kinds = m_ops->dram().weights + m_ops->dram().kv + m_ops->dram().activations;
+    auto add = [&](const std::string& k, double j) { cat[k] = cat.value(k, 0.0) + j; };
+    for (const auto& [name, j] : r["energy_J"]["by_component"].items()) {
+      const auto dot = name.rfind('.');
+      const std::string mod = name.substr(0, dot), part = name.substr(dot + 1);
+      const double e = j.get<double>();
+      if (part == "leakage") {
+        add("leakage", e);
+      } else if (mod == m_plan->dram()) {
+        if ((part == "access" || part == "activate") && kinds > 0) {
+          add("dram_weights", e * m_ops->dram().weights / kinds);
+          add("dram_kv", e * m_ops->dram().kv / kinds);
+          add("dram_activations", e * m_ops->dram().activations / kinds);
+        } else {
+          add("dram_background_refresh", e);
+        }
+      } else if (m_platform.memory(mod)) {
+        add(mod + (part == "refresh" ? "_refresh" : "_access"), e);
+      } else {
+        add("compute", e);
+      }
+    }
+  }
+  r["energy_breakdown_J"] = cat;
+
+  nlohmann::json life = nlohmann::json::object();
+  std::map<std::string, std::tuple<double, double, double>> acc;  // count, total, max
+  for (const auto& l : m_ops->lifetimes()) {
+    if (l.open) continue;
+    auto& [n, t, mx] = acc[l.kind];
+    const double d = (l.end - l.start).to_seconds();
+    n += 1;
+    t += d;
+    mx = std::max(mx, d);
+  }
+  for (const auto& [kind, e] : m_extra_life) {  // sampled decode: the steps not simulated
+    std::get<0>(acc[kind]) += e.first;
+    std::get<1>(acc[kind]) += e.second;
+  }
+  double all = 0;
+  for (const auto& [k, v] : acc) {
+    const auto& [n, t, mx] = v;
+    life[k] = {{"count", n}, {"total_s", t}, {"mean_s", t / n}, {"max_s", mx}};
+    all += t;
+  }
+  r["activation_lifetimes"] = {{"total_s", all}, {"by_kind", life}};
+  if (m_policy) {
+    const kv_layer_report kv = m_policy->total();
+    r["kv"] = {{"policy", m_policy->name()},
+               {"budget_tokens", m_policy->budget()},
+               {"tokens_kept", kv.kept_pairs / m_model.kv_heads},
+               {"tokens_as_x", kv.x_tokens},
+               {"kv_bytes_stored", kv.kv_bytes},
+               {"x_bytes_stored", kv.x_bytes},
+               {"recompute_macs", m_recompute_macs},
+               {"high_score_bytes", kv.high_bytes},
+               {"low_score_bytes", kv.low_bytes}};
+    if (m_recompute) r["kv"]["recompute"] = m_recompute->results();
+  } else {  // full: every token of every sequence, in every layer
+    const double tokens = double(m_batch) * double(m_context + m_decode);
+    r["kv"] = {{"policy", "full"},
+               {"budget_tokens", 0},
+               {"tokens_kept", tokens * m_model.layers},
+               {"tokens_as_x", 0},
+               {"kv_bytes_stored", tokens * m_model.layers * double(m_model.kv_bytes_per_token_layer())},
+               {"x_bytes_stored", 0},
+               {"recompute_macs", 0},
+               {"high_score_bytes", nullptr},
+               {"low_score_bytes", nullptr}};
+  }
+  // Refresh of the on-chip KV data.
+  nlohmann::json fail = nullptr, rate = nullptr;
+  if (m_plan->kv_layers_touching_chip() > 0) {
+    // The first on-chip KV: layer 0's, or (placement `fill` with no whole layer on chip) the first
+    // token slots of layer 0.
+    const region& kv0 = m_plan->kv_layers_on_chip() > 0 ? m_plan->kv(0).k : m_plan->kv(0).k_chip;
+    if (refresh_control* e = kv0.target ? kv0.target->refresh() : nullptr) {
+      if (m_refresh->name() != "none") fail = m_refresh->expected_failed_bits(e->retention());
+      if (r.contains("stats") && r["stats"].contains(kv0.memory))
+        rate = r["stats"][kv0.memory]["retention_failure_rate"]["value"];
+    }
+  }
+  r["refresh"] = {{"policy", m_refresh->name()},
+                  {"energy_J", r.contains("energy_J") ? r["energy_J"]["edram_refresh"] : nlohmann::json(nullptr)},
+                  {"expected_failed_bits", fail},
+                  {"avg_failure_rate", rate}};
+  r["llm"] = {{"model", m_model.name},
+              {"batch", m_batch},
+              {"context_len", m_context},
+              {"decode_len", m_decode},
+              {"skip_prefill", m_skip_prefill},
+              {"sample_every", m_sample_every},
+              {"detailed_decode_steps", m_detailed_steps},
+              {"kv_bytes_written", m_ops->kv_bytes_written()},
+              {"scheduler", m_scheduler_name},
+              {"weight_bytes_per_pass", m_model.weight_bytes_per_pass()},
+              {"kv_layers_on_chip", m_plan->kv_layers_on_chip()},
+              {"kv_chip_tokens", m_plan->kv_layers_touching_chip() > m_plan->kv_layers_on_chip()
+                                     ? m_plan->kv(m_plan->kv_layers_on_chip()).chip_tokens
+                                     : 0},
+              {"placement", m_plan->describe()},
+              {"energy_per_token_J", generated > 0 ? energy / generated : 0.0}};
+  if (m_fn) m_fn->add_results(r);  // `quality` and `functional`
+}
+
+std::string llm_workload::report() const {
+  nlohmann::json r;
+  add_results(r);
+  char buf[1024];
+  std::snprintf(buf, sizeof buf,
+                "LLM inference: %s, batch %u, context %llu + decode %llu tokens, scheduler %s\n"
+                "  placement          %s\n"
+                "  latency            prefill %.4g ms, decode %.4g ms (%.4g ms per step), total %.4g ms\n"
+                "  throughput         %.4g tokens/s\n"
+                "  DRAM traffic       weights %.4g MB, KV %.4g MB, activations %.4g MB\n"
+                "  activation life    %.4g ms in all (sum over buffers)\n",
+                m_model.name.c_str(), m_batch, static_cast<unsigned long long>(m_context),
+                static_cast<unsigned long long>(m_decode), m_scheduler_name.c_str(), m_plan->describe().c_str(),
+                m_prefill_s * 1e3, m_decode_s * 1e3, r["latency_s"]["decode_per_step"].get<double>() * 1e3,
+                (m_prefill_s + m_decode_s) * 1e3, r["throughput"]["tokens_per_s"].get<double>(),
+                m_ops->dram().weights / 1e6, m_ops->dram().kv / 1e6, m_ops->dram().activations / 1e6,
+                r["activation_lifetimes"]["total_s"].get<double>() * 1e3);
+  std::string s = buf;
+  if (m_sample_every > 1) {
+    std::snprintf(buf, sizeof buf,
+                  "  sampled decode     %u of %llu decode steps simulated in detail (every %u-th, the first two and "
+                  "the last); the others extrapolated\n",
+                  m_detailed_steps, static_cast<unsigned long long>(m_decode), m_sample_every);
+    s += buf;
+  }
+  if (m_policy) {
+    std::snprintf(buf, sizeof buf,
+                  "  KV policy          %s, budget %llu tokens per head: %.4g tokens kept, %.4g stored as x, "
+                  "%.4g recompute MACs (rows stacked in MM_k and MM_v)\n",
+                  m_policy->name().c_str(), static_cast<unsigned long long>(m_policy->budget()),
+                  r["kv"]["tokens_kept"].get<double>(), r["kv"]["tokens_as_x"].get<double>(), m_recompute_macs);
+    s += buf;
+    if (m_recompute) s += "  recompute budget   " + m_recompute->summary() + "\n";
+  }
+  if (m_fn) s += m_fn->report();
+  return s;
+}
+
+std::map<std::string, std::string> llm_workload::extra_files() const {
+  std::ostringstream steps, layers;
+  steps << "phase,step,start_s,end_s,latency_s,dram_weight_bytes,dram_kv_bytes,dram_activation_bytes,detailed\n";
+  for (const auto& s : m_steps)
+    steps << s.phase << ',' << s.step << ',' << s.start_s << ',' << s.end_s << ',' << (s.end_s - s.start_s) << ','
+          << s.dram_weights << ',' << s.dram_kv << ',' << s.dram_act << ',' << (s.detailed ? 1 : 0) << '\n';
+  layers << "layer,time_s,kv_on_chip\n";
+  for (unsigned l = 0; l < m_layer_s.size(); ++l)
+    layers << l << ',' << m_layer_s[l] << ',' << (l < m_plan->kv_layers_on_chip() ? 1 : 0) << '\n';
+  return {{"steps.csv", steps.str()}, {"layers.csv", layers.str()}};
+}
+
+}  // namespace kelle

@@ -14,6 +14,10 @@
 //   - with AERP, keeps every token's normed input x (captured as MM_k reads it) and describes the
 //     recomputation of the x tokens' K and V (stacked rows), their RoPE and their attention from
 //     the staging buffers, and checks the recomputed rows against the cache bit for bit.
+// Its member functions by concern: functional_run.cpp (configuration, wiring, passes),
+// functional_memory.cpp (memory port, the model in memory), functional_faults.cpp,
+// functional_slots.cpp, functional_operands.cpp, functional_aerp.cpp, functional_results.cpp,
+// functional_source.cpp (the attention source).
 #pragma once
 
 #include "firmware/driver/driver.h"
@@ -99,6 +103,11 @@ class functional_run : public functional_hooks, public fn::memory_port {
     std::uint64_t h0 = 0;
   };
 
+  static std::uint64_t align(std::uint64_t v, std::uint64_t a = 4096) { return (v + a - 1) / a * a; }
+  static constexpr const char* group_names[4] = {"hst_msb", "hst_lsb", "lst_msb", "lst_lsb"};
+
+  void configure_faults(const config_node& f);  // functional.faults (construction)
+  void connect_faults(const memory_plan& plan);  // the on-chip KV layers the faults corrupt
   void load();  // writes the model into memory (first pass)
   void debug(tlm::tlm_command cmd, std::uint64_t addr, unsigned char* p, std::uint64_t len);
   void write_matrix(std::uint64_t addr, const fn::qmatrix& m, std::uint64_t scales_addr, int layer, char kind);

@@ -1,0 +1,74 @@
+// What functional mode reports: results.json's `quality` and `functional` sections and the
+// summary line.
+#include "firmware/functional/functional_run.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace kelle {
+
+void functional_run::add_results(nlohmann::json& r) const {
+  nlohmann::json flipped = nlohmann::json::object(), read = nlohmann::json::object(), rate = nlohmann::json::object();
+  for (int g = 0; g < 4; ++g) {
+    flipped[group_names[g]] = m_flipped[g];
+    read[group_names[g]] = m_bits_read[g];
+    rate[group_names[g]] = m_bits_read[g] > 0 ? m_flipped[g] / m_bits_read[g] : 0.0;
+  }
+  const auto& q = m_quality;
+  // Without reference rows (functional.reference: false) there is nothing to compare with.
+  auto vs_reference = [&q](double v) { return q.rows ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  nlohmann::json quality = {{"reference", m_check_reference},
+                            {"rows", q.rows},
+                            {"max_abs_logit_error", vs_reference(q.max_abs_logit_error)},
+                            {"max_abs_reference_logit", vs_reference(q.max_abs_logit)},
+                            {"kl_divergence", vs_reference(q.kl_divergence())},
+                            {"top1_agreement", vs_reference(q.top1_agreement())},
+                            {"nonfinite_logits", q.nonfinite},
+                            {"flipped_bits", flipped},
+                            {"bits_read", read},
+                            {"flip_rate", rate}};
+  if (q.nll_count) {
+    quality["perplexity"] = std::exp(q.nll / q.nll_count);
+    quality["reference_perplexity"] = std::exp(q.ref_nll / q.nll_count);
+    quality["perplexity_tokens"] = q.nll_count;
+  } else {
+    quality["perplexity"] = nullptr;
+  }
+  r["quality"] = quality;
+  char digest[20];
+  std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(m_logits_digest));
+  nlohmann::json toks = nlohmann::json::array();
+  for (const auto& t : m_tokens) toks.push_back(t);
+  r["functional"] = {{"model", m_q.cfg.name},
+                     {"parameters", m_shape.weight_bytes_stored()},
+                     {"activation_format", "binary16"},
+                     {"tokens", toks},
+                     {"commands_computed", m_engine->commands()},
+                     {"faults", m_fault == fault_mode::none ? "none" : m_fault == fault_mode::ber ? "ber" : "retention"},
+                     {"logits_digest", digest},
+                     {"x_tokens", m_x_from_cache ? "cache" : "recompute"},
+                     {"x_store_bytes", m_xstore ? m_const - m_xstore : 0},
+                     {"recompute_check", {{"rows", m_recomputed_rows}, {"bit_equal", m_recomputed_equal}}},
+                     {"ber", m_ber},
+                     {"setup_wall_s", m_wall_s}};
+}
+
+std::string functional_run::report() const {
+  char buf[512];
+  const auto& q = m_quality;
+  if (!q.rows) {
+    std::snprintf(buf, sizeof buf,
+                  "  functional         %s: no reference comparison (functional.reference: false); flipped bits "
+                  "HST-MSB %.0f HST-LSB %.0f LST-MSB %.0f LST-LSB %.0f\n",
+                  m_q.cfg.name.c_str(), m_flipped[0], m_flipped[1], m_flipped[2], m_flipped[3]);
+    return buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "  functional         %s: max |logit error| %.3g (logits up to %.3g), KL %.3g, top-1 agreement %.3g "
+                "over %u rows; flipped bits HST-MSB %.0f HST-LSB %.0f LST-MSB %.0f LST-LSB %.0f\n",
+                m_q.cfg.name.c_str(), q.max_abs_logit_error, q.max_abs_logit, q.kl_divergence(), q.top1_agreement(),
+                q.rows, m_flipped[0], m_flipped[1], m_flipped[2], m_flipped[3]);
+  return buf;
+}
+
+}  // namespace kelle

@@ -1,0 +1,79 @@
+// The KV slots of every (layer, sequence, KV head): which positions the head keeps and in which
+// cache slot, updated before each pass from the policy; the cache addresses of the slots.
+#include "firmware/functional/functional_run.h"
+
+#include <algorithm>
+#include <iterator>
+
+namespace kelle {
+
+int functional_run::kv_layer_of(std::uint64_t addr, bool& is_v) const {
+  for (unsigned l = 0; l < m_shape.layers; ++l)
+    for (int v = 0; v < 2; ++v) {
+      const region& r = v ? m_plan->kv(l).v : m_plan->kv(l).k;
+      if (addr >= r.addr && addr < r.addr + r.bytes) {
+        is_v = v;
+        return int(l);
+      }
+    }
+  return -1;
+}
+
+std::uint64_t functional_run::kv_addr(unsigned l, bool v, std::uint64_t slot, unsigned b, unsigned kvh) const {
+  const region& r = v ? m_plan->kv(l).v : m_plan->kv(l).k;
+  return r.addr + ((slot * m_batch + b) * m_kvh + kvh) * m_hd * 2;
+}
+
+void functional_run::update_kept(const pass_info& p) {
+  const std::uint64_t slots = m_plan->kv_token_slots();
+  for (unsigned l = 0; l < m_shape.layers; ++l)
+    for (unsigned b = 0; b < m_batch; ++b)
+      for (unsigned kvh = 0; kvh < m_kvh; ++kvh) {
+        head_slots& h = hs(l, b, kvh);
+        if (p.prefill) {
+          if (p.rows > slots) throw std::logic_error("functional: the context does not fit the KV slots");
+          h.kept.clear();
+          for (std::uint32_t t = 0; t < p.rows; ++t) {
+            h.slot_pos[t] = t;
+            h.pos_slot[t] = t;
+            h.kept.push_back(t);
+          }
+          h.next_slot = std::uint32_t(p.rows);
+          continue;
+        }
+        const std::uint32_t pos = std::uint32_t(p.kv_offset);
+        std::vector<std::uint32_t> now;
+        if (m_policy) {
+          now = m_policy->kept(b, l, kvh);
+        } else {
+          now = h.kept;
+          now.push_back(pos);
+        }
+        std::vector<std::uint32_t> freed;
+        std::set_difference(h.kept.begin(), h.kept.end(), now.begin(), now.end(), std::back_inserter(freed));
+        std::vector<std::uint32_t> free_slots;
+        for (std::uint32_t f : freed) {
+          const std::uint32_t s = h.pos_slot.at(f);
+          h.slot_pos[s] = -1;
+          h.pos_slot.erase(f);
+          free_slots.push_back(s);
+        }
+        std::uint32_t slot;
+        if (!free_slots.empty()) {
+          slot = free_slots.front();
+        } else {
+          if (h.next_slot >= slots) throw std::logic_error("functional: no free KV slot for the new token");
+          slot = h.next_slot++;
+        }
+        h.slot_pos[slot] = pos;
+        h.pos_slot[pos] = slot;
+        h.kept = std::move(now);
+        // 2DRP groups: high-score tokens score above the median of the head's stored tokens.
+        std::vector<double> sc;
+        for (std::uint32_t k : h.kept) sc.push_back(k < h.score.size() ? h.score[k] : 0.0);
+        std::nth_element(sc.begin(), sc.begin() + std::ptrdiff_t(sc.size() / 2), sc.end());
+        h.threshold = sc.empty() ? 0.0 : sc[sc.size() / 2];
+      }
+}
+
+}  // namespace kelle

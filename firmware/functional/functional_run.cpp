@@ -186,8 +186,7 @@ void functional_run::end_pass(const pass_info& p, std::uint64_t logits_addr) {
     std::vector<double> sc;
     for (std::uint32_t k : hh.kept) sc.push_back(k < hh.score.size() ? hh.score[k] : 0.0);
     if (sc.empty()) continue;
-    std::nth_element(sc.begin(), sc.begin() + std::ptrdiff_t(sc.size() / 2), sc.end());
-    hh.threshold = sc[sc.size() / 2];
+    hh.threshold = score_median(sc);
   }
 }
 

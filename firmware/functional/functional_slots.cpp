@@ -71,8 +71,7 @@ void functional_run::update_kept(const pass_info& p) {
         // 2DRP groups: high-score tokens score above the median of the head's stored tokens.
         std::vector<double> sc;
         for (std::uint32_t k : h.kept) sc.push_back(k < h.score.size() ? h.score[k] : 0.0);
-        std::nth_element(sc.begin(), sc.begin() + std::ptrdiff_t(sc.size() / 2), sc.end());
-        h.threshold = sc.empty() ? 0.0 : sc[sc.size() / 2];
+        h.threshold = sc.empty() ? 0.0 : score_median(sc);
       }
 }
 

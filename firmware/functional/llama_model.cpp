@@ -1,8 +1,8 @@
+// The model object: its shape, loading (the format readers are in llama2c_file.cpp and
+// safetensors_file.cpp), seeded weights, int8 quantisation and the llama2.c tokenizer.
 #include "firmware/functional/llama_model.h"
 
-#include "models/compute/functional/half.h"
-
-#include <nlohmann/json.hpp>
+#include "firmware/functional/model_files.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -15,7 +15,7 @@
 
 namespace kelle::fn {
 
-namespace {
+namespace model_files {
 
 [[noreturn]] void bad(const std::string& path, const std::string& what) {
   throw model_file_error(path + ": " + what);
@@ -34,12 +34,6 @@ bool is_safetensors(const std::string& bytes) {
   return bytes.size() >= 10 && bytes[8] == '{';
 }
 
-std::uint64_t le64(const char* p) {
-  std::uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-
 void check_config(const std::string& path, const llama_config& c) {
   if (!c.dim || !c.ffn || !c.layers || !c.heads || !c.kv_heads || !c.vocab)
     bad(path, "every dimension must be at least 1 (dim " + std::to_string(c.dim) + ", hidden_dim " +
@@ -52,240 +46,17 @@ void check_config(const std::string& path, const llama_config& c) {
   if (c.head_dim() % 2) bad(path, "the head dimension " + std::to_string(c.head_dim()) + " is odd (RoPE needs pairs)");
 }
 
-// ---- llama2.c ---------------------------------------------------------------------------------
+}  // namespace model_files
 
-llama_config llama2c_config(const std::string& path, const std::string& bytes) {
-  if (bytes.size() < 28) bad(path, "shorter than the llama2.c header (7 int32 fields)");
-  std::int32_t h[7];
-  std::memcpy(h, bytes.data(), sizeof h);
-  for (int i = 0; i < 7; ++i)
-    if (i != 5 && h[i] <= 0)
-      bad(path, "llama2.c header field " + std::to_string(i) + " is " + std::to_string(h[i]) + " (expected > 0)");
-  if (h[5] == 0 || h[5] == INT32_MIN) bad(path, "llama2.c header: vocab_size is " + std::to_string(h[5]));
-  llama_config c;
-  c.name = std::filesystem::path(path).stem().string();
-  c.dim = unsigned(h[0]), c.ffn = unsigned(h[1]), c.layers = unsigned(h[2]), c.heads = unsigned(h[3]),
-  c.kv_heads = unsigned(h[4]), c.seq_len = unsigned(h[6]);
-  c.tied = h[5] > 0;
-  c.vocab = unsigned(std::abs(h[5]));
-  check_config(path, c);
-  return c;
-}
-
-std::uint64_t llama2c_floats(const llama_config& c) {
-  const std::uint64_t d = c.dim, f = c.ffn, L = c.layers, kv = c.kv_dim(), hd = c.head_dim();
-  std::uint64_t n = std::uint64_t(c.vocab) * d + L * d + L * d * d + 2 * L * d * kv + L * d * d + L * d +
-                    3 * L * d * f + d + 2 * std::uint64_t(c.seq_len) * hd / 2;
-  if (!c.tied) n += std::uint64_t(c.vocab) * d;
-  return n;
-}
-
-llama_weights load_llama2c(const std::string& path, const std::string& bytes) {
-  llama_weights w;
-  w.cfg = llama2c_config(path, bytes);
-  const llama_config& c = w.cfg;
-  const std::uint64_t need = 28 + 4 * llama2c_floats(c);
-  if (bytes.size() != need)
-    bad(path, "llama2.c checkpoint of " + std::to_string(bytes.size()) + " bytes, expected " + std::to_string(need) +
-                  " for its header (dim " + std::to_string(c.dim) + ", hidden_dim " + std::to_string(c.ffn) +
-                  ", layers " + std::to_string(c.layers) + ", vocab " + std::to_string(c.vocab) +
-                  (c.tied ? ", shared classifier)" : ", unshared classifier)"));
-  const char* p = bytes.data() + 28;
-  auto take = [&](std::uint64_t n) {
-    std::vector<float> v(n);
-    std::memcpy(v.data(), p, n * 4);
-    p += n * 4;
-    return v;
-  };
-  const std::uint64_t d = c.dim, f = c.ffn, kv = c.kv_dim(), L = c.layers;
-  w.embed = take(std::uint64_t(c.vocab) * d);
-  w.layers.resize(L);
-  // Each tensor holds every layer back to back.
-  auto per_layer = [&](std::vector<float> llama_weights::layer::*m, std::uint64_t n) {
-    for (auto& l : w.layers) l.*m = take(n);
-  };
-  per_layer(&llama_weights::layer::attn_norm, d);
-  per_layer(&llama_weights::layer::wq, d * d);
-  per_layer(&llama_weights::layer::wk, kv * d);
-  per_layer(&llama_weights::layer::wv, kv * d);
-  per_layer(&llama_weights::layer::wo, d * d);
-  per_layer(&llama_weights::layer::ffn_norm, d);
-  per_layer(&llama_weights::layer::gate, f * d);  // w1
-  per_layer(&llama_weights::layer::down, d * f);  // w2
-  per_layer(&llama_weights::layer::up, f * d);    // w3
-  w.final_norm = take(d);
-  p += 4 * 2 * (std::uint64_t(c.seq_len) * c.head_dim() / 2);  // freq_cis_real, freq_cis_imag
-  if (!c.tied) w.classifier = take(std::uint64_t(c.vocab) * d);
-  return w;
-}
-
-// ---- safetensors ------------------------------------------------------------------------------
-
-struct st_file {
-  nlohmann::json header;
-  const char* data = nullptr;
-  std::uint64_t data_bytes = 0;
-};
-
-st_file parse_st(const std::string& path, const std::string& bytes) {
-  st_file s;
-  const std::uint64_t n = le64(bytes.data());
-  if (n > bytes.size() - 8) bad(path, "safetensors header length " + std::to_string(n) + " exceeds the file");
-  try {
-    s.header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n));
-  } catch (const std::exception& e) {
-    bad(path, std::string("safetensors header is not valid JSON (") + e.what() + ")");
-  }
-  if (!s.header.is_object()) bad(path, "safetensors header is not a JSON object");
-  s.data = bytes.data() + 8 + n;
-  s.data_bytes = bytes.size() - 8 - n;
-  return s;
-}
-
-// The model's hyper-parameters: config.json beside the file, else __metadata__.
-nlohmann::json st_params(const std::string& path, const st_file& s) {
-  const auto cj = std::filesystem::path(path).parent_path() / "config.json";
-  if (std::filesystem::exists(cj)) {
-    try {
-      return nlohmann::json::parse(read_file(cj.string()));
-    } catch (const model_file_error&) {
-      throw;
-    } catch (const std::exception& e) {
-      bad(cj.string(), std::string("not valid JSON (") + e.what() + ")");
-    }
-  }
-  nlohmann::json m = nlohmann::json::object();
-  if (s.header.contains("__metadata__"))
-    for (const auto& [k, v] : s.header["__metadata__"].items()) {
-      if (!v.is_string()) continue;
-      const std::string t = v.get<std::string>();
-      if (t == "true" || t == "false") m[k] = t == "true";
-      else
-        try {
-          m[k] = std::stod(t);
-        } catch (...) {
-          m[k] = t;
-        }
-    }
-  return m;
-}
-
-const nlohmann::json& st_entry(const std::string& path, const st_file& s, const std::string& name) {
-  if (!s.header.contains(name)) bad(path, "no tensor '" + name + "'");
-  return s.header[name];
-}
-
-std::vector<std::uint64_t> st_shape(const std::string& path, const st_file& s, const std::string& name) {
-  const auto& e = st_entry(path, s, name);
-  if (!e.contains("shape") || !e["shape"].is_array()) bad(path, "tensor '" + name + "' has no shape");
-  return e["shape"].get<std::vector<std::uint64_t>>();
-}
-
-std::vector<float> st_tensor(const std::string& path, const st_file& s, const std::string& name,
-                             const std::vector<std::uint64_t>& expect) {
-  const auto& e = st_entry(path, s, name);
-  const auto shape = st_shape(path, s, name);
-  auto str = [](const std::vector<std::uint64_t>& v) {
-    std::string o = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) o += (i ? ", " : "") + std::to_string(v[i]);
-    return o + "]";
-  };
-  if (shape != expect) bad(path, "tensor '" + name + "' has shape " + str(shape) + ", expected " + str(expect));
-  std::uint64_t n = 1;
-  for (auto d : shape) n *= d;
-  const std::string dt = e.value("dtype", "");
-  const unsigned eb = dt == "F32" ? 4 : (dt == "F16" || dt == "BF16") ? 2 : 0;
-  if (!eb) bad(path, "tensor '" + name + "' has dtype '" + dt + "' (expected F32, F16 or BF16)");
-  const auto off = e.value("data_offsets", std::vector<std::uint64_t>{});
-  if (off.size() != 2 || off[1] < off[0] || off[1] > s.data_bytes || off[1] - off[0] != n * eb)
-    bad(path, "tensor '" + name + "' has data_offsets that do not match its shape and dtype or the file");
-  std::vector<float> v(n);
-  const char* p = s.data + off[0];
-  for (std::uint64_t i = 0; i < n; ++i) {
-    if (eb == 4) {
-      std::memcpy(&v[i], p + 4 * i, 4);
-    } else {
-      std::uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      if (dt == "F16") {
-        v[i] = from_half(h);
-      } else {
-        const std::uint32_t x = std::uint32_t(h) << 16;
-        std::memcpy(&v[i], &x, 4);
-      }
-    }
-  }
-  return v;
-}
-
-llama_config st_config(const std::string& path, const st_file& s) {
-  const nlohmann::json p = st_params(path, s);
-  llama_config c;
-  c.name = std::filesystem::path(path).stem().string();
-  const auto emb = st_shape(path, s, "model.embed_tokens.weight");
-  if (emb.size() != 2) bad(path, "tensor 'model.embed_tokens.weight' is not a matrix");
-  c.vocab = unsigned(emb[0]), c.dim = unsigned(emb[1]);
-  while (s.header.contains("model.layers." + std::to_string(c.layers) + ".self_attn.q_proj.weight")) ++c.layers;
-  if (c.layers == 0) bad(path, "no tensor 'model.layers.0.self_attn.q_proj.weight'");
-  const auto gate = st_shape(path, s, "model.layers.0.mlp.gate_proj.weight");
-  c.ffn = gate.empty() ? 0 : unsigned(gate[0]);
-  if (!p.contains("num_attention_heads"))
-    bad(path, "the number of heads is not in the tensors: put a config.json (num_attention_heads, "
-              "num_key_value_heads) beside the file or in __metadata__");
-  auto num = [&](const char* k, double def) { return p.contains(k) && p[k].is_number() ? p[k].get<double>() : def; };
-  c.heads = unsigned(num("num_attention_heads", 0));
-  c.kv_heads = unsigned(num("num_key_value_heads", c.heads));
-  c.rope_theta = float(num("rope_theta", 10000.0));
-  c.norm_eps = float(num("rms_norm_eps", 1e-5));
-  c.seq_len = unsigned(num("max_position_embeddings", 0));
-  c.tied = !s.header.contains("lm_head.weight");
-  if (p.contains("tie_word_embeddings") && p["tie_word_embeddings"].is_boolean() &&
-      !p["tie_word_embeddings"].get<bool>() && c.tied)
-    bad(path, "tie_word_embeddings is false but there is no tensor 'lm_head.weight'");
-  check_config(path, c);
-  return c;
-}
-
-// Hugging Face stores q_proj / k_proj rows of each head as [first halves of the pairs; second
-// halves]; the interleaved order puts pair i's two rows at 2i, 2i+1. `to_hf` goes the other way.
-std::vector<float> reorder_rope_rows(const std::vector<float>& w, unsigned heads, unsigned hd, unsigned in, bool to_hf) {
-  std::vector<float> o(w.size());
-  for (unsigned h = 0; h < heads; ++h)
-    for (unsigned j = 0; j < 2; ++j)
-      for (unsigned i = 0; i < hd / 2; ++i) {
-        const std::size_t inter = std::size_t(h) * hd + 2 * i + j, half = std::size_t(h) * hd + j * hd / 2 + i;
-        std::memcpy(&o[(to_hf ? half : inter) * in], &w[(to_hf ? inter : half) * in], in * sizeof(float));
-      }
-  return o;
-}
-
-llama_weights load_st(const std::string& path, const std::string& bytes) {
-  const st_file s = parse_st(path, bytes);
-  llama_weights w;
-  w.cfg = st_config(path, s);
-  const llama_config& c = w.cfg;
-  const std::uint64_t d = c.dim, f = c.ffn, kv = c.kv_dim(), q = std::uint64_t(c.heads) * c.head_dim();
-  w.embed = st_tensor(path, s, "model.embed_tokens.weight", {c.vocab, d});
-  w.layers.resize(c.layers);
-  for (unsigned i = 0; i < c.layers; ++i) {
-    const std::string pre = "model.layers." + std::to_string(i) + ".";
-    auto& l = w.layers[i];
-    l.attn_norm = st_tensor(path, s, pre + "input_layernorm.weight", {d});
-    l.wq = reorder_rope_rows(st_tensor(path, s, pre + "self_attn.q_proj.weight", {q, d}), c.heads, c.head_dim(), c.dim, false);
-    l.wk = reorder_rope_rows(st_tensor(path, s, pre + "self_attn.k_proj.weight", {kv, d}), c.kv_heads, c.head_dim(), c.dim, false);
-    l.wv = st_tensor(path, s, pre + "self_attn.v_proj.weight", {kv, d});
-    l.wo = st_tensor(path, s, pre + "self_attn.o_proj.weight", {d, q});
-    l.ffn_norm = st_tensor(path, s, pre + "post_attention_layernorm.weight", {d});
-    l.gate = st_tensor(path, s, pre + "mlp.gate_proj.weight", {f, d});
-    l.up = st_tensor(path, s, pre + "mlp.up_proj.weight", {f, d});
-    l.down = st_tensor(path, s, pre + "mlp.down_proj.weight", {d, f});
-  }
-  w.final_norm = st_tensor(path, s, "model.norm.weight", {d});
-  if (!c.tied) w.classifier = st_tensor(path, s, "lm_head.weight", {c.vocab, d});
-  return w;
-}
-
-}  // namespace
+using model_files::bad;
+using model_files::check_config;
+using model_files::is_safetensors;
+using model_files::llama2c_config;
+using model_files::llama2c_floats;
+using model_files::load_llama2c;
+using model_files::load_st;
+using model_files::read_file;
+using model_files::st_config;
 
 model_shape llama_config::shape() const {
   model_shape m;
@@ -324,7 +95,7 @@ llama_config read_weights_config(const std::string& path) {
   const std::string h(head, static_cast<std::size_t>(f.gcount()));
   if (is_safetensors(h)) {
     const std::string bytes = read_file(path);  // the header may be long; the file is small here
-    return st_config(path, parse_st(path, bytes));
+    return st_config(path, bytes);
   }
   f.seekg(0, std::ios::end);
   const std::uint64_t size = static_cast<std::uint64_t>(f.tellg());
@@ -375,92 +146,6 @@ llama_weights random_weights(const llama_config& c, std::uint64_t seed) {
   w.final_norm = norm(d);
   if (!c.tied) w.classifier = normal(std::uint64_t(c.vocab) * d, 1.0 / std::sqrt(double(d)));
   return w;
-}
-
-void write_llama2c(const llama_weights& w, const std::string& path) {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) bad(path, "cannot write the file");
-  const llama_config& c = w.cfg;
-  const std::int32_t h[7] = {std::int32_t(c.dim),      std::int32_t(c.ffn),
-                             std::int32_t(c.layers),   std::int32_t(c.heads),
-                             std::int32_t(c.kv_heads), c.tied ? std::int32_t(c.vocab) : -std::int32_t(c.vocab),
-                             std::int32_t(std::max(1u, c.seq_len))};
-  f.write(reinterpret_cast<const char*>(h), sizeof h);
-  auto put = [&](const std::vector<float>& v) { f.write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * 4)); };
-  put(w.embed);
-  for (auto m : {&llama_weights::layer::attn_norm, &llama_weights::layer::wq, &llama_weights::layer::wk,
-                 &llama_weights::layer::wv, &llama_weights::layer::wo, &llama_weights::layer::ffn_norm,
-                 &llama_weights::layer::gate, &llama_weights::layer::down, &llama_weights::layer::up})
-    for (const auto& l : w.layers) put(l.*m);
-  put(w.final_norm);
-  put(std::vector<float>(2 * (std::uint64_t(std::max(1u, c.seq_len)) * c.head_dim() / 2), 0.0f));
-  if (!c.tied) put(w.classifier);
-}
-
-void write_safetensors(const llama_weights& w, const std::string& path, const std::string& dtype, bool config_json) {
-  const llama_config& c = w.cfg;
-  const unsigned eb = dtype == "F32" ? 4 : 2;
-  std::vector<std::pair<std::string, std::pair<std::vector<std::uint64_t>, const std::vector<float>*>>> t;
-  std::vector<std::vector<float>> permuted;  // keeps the permuted q/k alive
-  permuted.reserve(2 * c.layers);
-  const std::uint64_t d = c.dim, f = c.ffn, kv = c.kv_dim(), q = std::uint64_t(c.heads) * c.head_dim();
-  t.push_back({"model.embed_tokens.weight", {{c.vocab, d}, &w.embed}});
-  for (unsigned i = 0; i < c.layers; ++i) {
-    const std::string pre = "model.layers." + std::to_string(i) + ".";
-    const auto& l = w.layers[i];
-    permuted.push_back(reorder_rope_rows(l.wq, c.heads, c.head_dim(), c.dim, true));
-    t.push_back({pre + "self_attn.q_proj.weight", {{q, d}, &permuted.back()}});
-    permuted.push_back(reorder_rope_rows(l.wk, c.kv_heads, c.head_dim(), c.dim, true));
-    t.push_back({pre + "self_attn.k_proj.weight", {{kv, d}, &permuted.back()}});
-    t.push_back({pre + "input_layernorm.weight", {{d}, &l.attn_norm}});
-    t.push_back({pre + "self_attn.v_proj.weight", {{kv, d}, &l.wv}});
-    t.push_back({pre + "self_attn.o_proj.weight", {{d, q}, &l.wo}});
-    t.push_back({pre + "post_attention_layernorm.weight", {{d}, &l.ffn_norm}});
-    t.push_back({pre + "mlp.gate_proj.weight", {{f, d}, &l.gate}});
-    t.push_back({pre + "mlp.up_proj.weight", {{f, d}, &l.up}});
-    t.push_back({pre + "mlp.down_proj.weight", {{d, f}, &l.down}});
-  }
-  t.push_back({"model.norm.weight", {{d}, &w.final_norm}});
-  if (!c.tied) t.push_back({"lm_head.weight", {{c.vocab, d}, &w.classifier}});
-  nlohmann::json h = nlohmann::json::object();
-  nlohmann::json params = {{"num_attention_heads", c.heads},  {"num_key_value_heads", c.kv_heads},
-                           {"rope_theta", c.rope_theta},       {"rms_norm_eps", c.norm_eps},
-                           {"tie_word_embeddings", c.tied},    {"max_position_embeddings", c.seq_len}};
-  nlohmann::json meta = nlohmann::json::object();
-  for (const auto& [k, v] : params.items()) meta[k] = v.is_boolean() ? (v.get<bool>() ? "true" : "false") : v.dump();
-  h["__metadata__"] = meta;
-  std::string data;
-  for (const auto& [name, sv] : t) {
-    const auto& v = *sv.second;
-    const std::uint64_t b = data.size();
-    for (float x : v) {
-      if (eb == 4) {
-        data.append(reinterpret_cast<const char*>(&x), 4);
-      } else {
-        std::uint16_t hv;
-        if (dtype == "F16") {
-          hv = to_half(x);
-        } else {
-          std::uint32_t u;
-          std::memcpy(&u, &x, 4);
-          u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
-          hv = static_cast<std::uint16_t>(u >> 16);
-        }
-        data.append(reinterpret_cast<const char*>(&hv), 2);
-      }
-    }
-    h[name] = {{"dtype", dtype}, {"shape", sv.first}, {"data_offsets", {b, std::uint64_t(data.size())}}};
-  }
-  const std::string hs = h.dump();
-  std::ofstream o(path, std::ios::binary);
-  if (!o) bad(path, "cannot write the file");
-  const std::uint64_t n = hs.size();
-  for (int i = 0; i < 8; ++i) o.put(static_cast<char>((n >> (8 * i)) & 0xff));
-  o << hs << data;
-  if (config_json) {
-    std::ofstream cj((std::filesystem::path(path).parent_path() / "config.json").string());
-    cj << params.dump(2);
-  }
 }
 
 qmatrix quantise(const std::vector<float>& w, unsigned out, unsigned in) {

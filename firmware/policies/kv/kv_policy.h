@@ -1,5 +1,5 @@
 // KV-cache policies: which tokens each attention head keeps, in which format, and what that costs
-// (plain C++, no SystemC; the firmware integration is a later step). See docs/policies.md.
+// (plain C++, no SystemC; the firmware model (firmware/llm) runs them each pass). See docs/policies.md.
 //
 // A policy runs a whole batch: prefill(context_len) once, then decode() once per generated token
 // (one token per sequence). After each pass, report(sequence, layer) gives what timing and energy
@@ -44,6 +44,10 @@ struct kv_layer_report {
   double stored_bytes() const { return kv_bytes + x_bytes; }
   kv_layer_report& operator+=(const kv_layer_report& o);
 };
+
+// The 2DRP threshold of a head: the median of its scores, the element of rank size / 2 (the
+// upper of the two middle ones for an even size). Reorders `scores`, which must not be empty.
+double score_median(std::vector<double>& scores);
 
 class kv_policy {
  public:

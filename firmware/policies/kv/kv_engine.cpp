@@ -1,0 +1,294 @@
+// The KV-cache engine shared by every policy (kv_engine.h): setup, the exact-state queries, and
+// the prefill and decode passes (scoring, eviction, AERP's conversion to x).
+#include "firmware/policies/kv/kv_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace kelle {
+
+kv_engine::kv_engine(const kv_policy_args& a, const kv_engine_params& p)
+    : m_p(p), m_model(a.model), m_batch(a.batch), m_src(a.source), m_deferred(a.deferred_scores) {
+  if (!m_src) throw std::logic_error("kv policy: no attention source");
+  if (m_batch == 0) throw std::logic_error("kv policy: empty batch");
+  if (m_model.kv_heads == 0 || m_model.heads % m_model.kv_heads)
+    throw std::logic_error("kv policy: heads must be a multiple of kv_heads");
+  if (m_src->heads() != m_model.heads || m_src->layers() < 1)
+    a.cfg.fail("", "the attention source has " + std::to_string(m_src->heads()) +
+                       " heads, the model " + std::to_string(m_model.heads));
+  m_group = m_model.heads / m_model.kv_heads;
+  m_exact_seq = p.exact_sequences ? std::min(p.exact_sequences, m_batch) : m_batch;
+  const unsigned eh = p.exact_heads ? std::min<unsigned>(p.exact_heads, m_model.kv_heads)
+                                    : m_model.kv_heads;
+  m_head_tracked.assign(m_model.kv_heads, -1);
+  for (unsigned i = 0; i < eh; ++i) {  // evenly spaced heads
+    const unsigned h = static_cast<unsigned>(u64(i) * m_model.kv_heads / eh);
+    m_head_tracked[h] = static_cast<int>(m_heads.size());
+    m_heads.push_back(h);
+  }
+  m_head_scale = double(m_model.kv_heads) / double(m_heads.size());
+  score_board_config sb;
+  sb.score_bits = p.score_bits;
+  sb.scale = p.score_scale;
+  m_board = score_board(sb);
+  const unsigned el = p.exact_layers ? std::min(p.exact_layers, m_model.layers) : m_model.layers;
+  m_layer_rep.resize(m_model.layers);
+  m_layer_tracked.assign(m_model.layers, -1);
+  for (unsigned i = 0; i < el; ++i) {  // evenly spaced layers; layer l reports its sample
+    const unsigned l = static_cast<unsigned>(u64(i) * m_model.layers / el);
+    m_layer_tracked[l] = static_cast<int>(m_layers.size());
+    m_layers.push_back(l);
+  }
+  for (unsigned l = 0; l < m_model.layers; ++l)
+    m_layer_rep[l] = static_cast<unsigned>(u64(l) * el / m_model.layers);
+  m_state.assign(m_exact_seq, std::vector<layer_state>(m_layers.size()));
+  for (auto& seq : m_state)
+    for (auto& l : seq) l.heads.resize(m_heads.size());
+}
+
+void kv_engine::set_recompute_limits(const recompute_limits& l) {
+  if (m_tokens) throw std::logic_error("kv policy: recompute limits set after the first pass");
+  if ((!l.max_x_tokens.empty() && l.max_x_tokens.size() != m_model.layers) ||
+      (!l.min_saved_bytes.empty() && l.min_saved_bytes.size() != m_model.layers))
+    throw std::logic_error("kv policy: recompute limits need one entry per layer");
+  m_x_cap.assign(m_layers.size(), std::numeric_limits<u64>::max());
+  m_x_min_saved.assign(m_layers.size(), 0.0);
+  // A tracked layer stands for the layers mapped to it: it takes its own layer's limits.
+  for (std::size_t li = 0; li < m_layers.size(); ++li) {
+    if (!l.max_x_tokens.empty()) m_x_cap[li] = l.max_x_tokens[m_layers[li]];
+    if (!l.min_saved_bytes.empty()) m_x_min_saved[li] = l.min_saved_bytes[m_layers[li]];
+  }
+}
+
+std::vector<std::uint32_t> kv_engine::kept(unsigned s, unsigned l, unsigned h) const {
+  std::vector<u32> v = head(s, l, h).pos;
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+double kv_engine::score(unsigned s, unsigned l, unsigned h, u32 position) const {
+  const head_state& hs = head(s, l, h);
+  for (std::size_t i = 0; i < hs.pos.size(); ++i)
+    if (hs.pos[i] == position) return hs.score[i];
+  throw std::out_of_range("kv policy: position not kept by that head");
+}
+
+bool kv_engine::stored_as_x(unsigned s, unsigned l, u32 position) const {
+  const layer_state& ls = state(s, l);
+  return position < ls.x.size() && ls.x[position];
+}
+
+void kv_engine::prefill(u64 context_len) {
+  if (m_tokens) throw std::logic_error("kv policy: prefill after the first pass");
+  if (context_len == 0) throw std::logic_error("kv policy: empty context");
+  check_tokens(context_len);
+  m_context = context_len;
+  for (unsigned s = 0; s < m_exact_seq; ++s)
+    for (unsigned li = 0; li < m_layers.size(); ++li) prefill_layer(s, li, context_len);
+  m_tokens = context_len;
+}
+
+void kv_engine::decode() {
+  if (!m_tokens) throw std::logic_error("kv policy: decode before prefill");
+  check_tokens(m_tokens + 1);
+  for (unsigned s = 0; s < m_exact_seq; ++s)
+    for (unsigned li = 0; li < m_layers.size(); ++li)
+      decode_layer(s, li, static_cast<u32>(m_tokens));
+  ++m_tokens;
+}
+
+void kv_engine::observe() {
+  if (!m_deferred || !m_tokens) return;
+  for (unsigned s = 0; s < m_exact_seq; ++s)
+    for (unsigned li = 0; li < m_layers.size(); ++li) score_layer(s, li, static_cast<u32>(m_tokens - 1));
+}
+
+void kv_engine::check_tokens(u64 n) const {
+  if (n > m_src->max_tokens())
+    throw std::out_of_range("kv policy: position " + std::to_string(n - 1) +
+                            " beyond the attention source's " +
+                            std::to_string(m_src->max_tokens()) + " tokens");
+  if (n >= std::numeric_limits<std::uint32_t>::max() || n > 0xffffffull)
+    throw std::out_of_range("kv policy: too many tokens");
+}
+
+void kv_engine::attend(unsigned s, unsigned l, unsigned kv, u64 q, const u32* keys, std::size_t n,
+                       double* acc) {
+  m_row.resize(n);
+  for (unsigned g = 0; g < m_group; ++g) {
+    m_src->scores(s, l, kv * m_group + g, q, keys, n, m_row.data());
+    double mx = -std::numeric_limits<double>::infinity();
+    for (std::size_t i = 0; i < n; ++i)
+      if (std::isfinite(m_row[i])) mx = std::max(mx, m_row[i]);
+    if (m_p.scores == kv_engine_params::score_model::evictor) {
+      const double cap = m_board.max_score();
+      for (std::size_t i = 0; i < n; ++i)
+        acc[i] = std::min(cap, acc[i] + m_board.quantise(m_row[i], mx));
+    } else {
+      double sum = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        m_row[i] = std::isfinite(m_row[i]) ? std::exp(m_row[i] - mx) : 0.0;
+        sum += m_row[i];
+      }
+      if (sum > 0)
+        for (std::size_t i = 0; i < n; ++i) acc[i] += m_row[i] / sum;
+    }
+  }
+}
+
+bool kv_engine::bytes_favour_x(std::uint16_t count, double min_saved) const {
+  const double saved = double(count) * m_head_scale * pair_bytes() - double(m_model.x_bytes_per_token());
+  if (min_saved > 0) return saved >= min_saved;
+  return !m_p.x_only_if_smaller || saved > 0;
+}
+
+void kv_engine::maybe_convert(std::size_t li, layer_state& ls, u32 p) {
+  if (!m_p.recompute || ls.x[p] || ls.count[p] == 0) return;
+  // The recomputation budget: beyond it a popular token keeps its K and V.
+  const u64 cap = m_x_cap.empty() ? std::numeric_limits<u64>::max() : m_x_cap[li];
+  const double min_saved = m_x_min_saved.empty() ? 0.0 : m_x_min_saved[li];
+  if (ls.x_tokens >= cap) return;
+  if (popular(ls.count[p]) && bytes_favour_x(ls.count[p], min_saved)) {
+    ls.x[p] = 1;
+    ++ls.x_tokens;
+    ls.rep.x_converted += 1;
+  }
+}
+
+void kv_engine::prefill_layer(unsigned s, unsigned li, u64 T) {
+  layer_state& ls = m_state[s][li];
+  const unsigned l = m_layers[li];
+  grow(ls, T);
+  ls.rep = {};
+  const u64 q0 = m_p.prefill_queries && m_p.prefill_queries < T ? T - m_p.prefill_queries : 0;
+  std::vector<u32> keys(T);
+  for (u64 k = 0; k < T; ++k) keys[k] = static_cast<u32>(k);
+  std::vector<double> imp(T);
+  std::vector<u32> order;
+  for (std::size_t hi = 0; hi < m_heads.size(); ++hi) {
+    std::fill(imp.begin(), imp.end(), 0.0);
+    for (u64 q = q0; q < T; ++q) attend(s, l, m_heads[hi], q, keys.data(), q + 1, imp.data());
+    head_state& hs = ls.heads[hi];
+    hs.pos.clear();
+    hs.score.clear();
+    if (m_p.kv_budget == 0 || T <= m_p.kv_budget) {
+      hs.pos = keys;
+      hs.score = imp;
+    } else {
+      order.clear();
+      for (u64 k = 0; k < T; ++k) {
+        if (is_protected(k, T)) {
+          hs.pos.push_back(static_cast<u32>(k));
+          hs.score.push_back(imp[k]);
+        } else {
+          order.push_back(static_cast<u32>(k));
+        }
+      }
+      const u64 room = m_p.kv_budget > hs.pos.size() ? m_p.kv_budget - hs.pos.size() : 0;
+      const bool by_age = m_p.victim == kv_engine_params::victim_rule::oldest;
+      // Best first: highest score (newest on ties), or newest.
+      std::sort(order.begin(), order.end(), [&](u32 a, u32 b) {
+        if (!by_age && imp[a] != imp[b]) return imp[a] > imp[b];
+        return a > b;
+      });
+      for (u64 i = 0; i < room && i < order.size(); ++i) {
+        hs.pos.push_back(order[i]);
+        hs.score.push_back(imp[order[i]]);
+      }
+    }
+    for (u32 p : hs.pos) ++ls.count[p];
+    ls.rep.evicted_pairs += double(T - hs.pos.size()) * m_head_scale;
+  }
+  // Context tokens outside the protected zone are decided after the heads' top-N' choice.
+  const bool full = m_p.kv_budget && T >= m_p.kv_budget;
+  if (m_p.recompute && m_p.decide_after == 0 && (full || !m_p.decide_when_full))
+    for (u64 k = 0; k < T; ++k)
+      if (!is_protected(k, T)) maybe_convert(li, ls, static_cast<u32>(k));
+  finish(ls, T, /*decode=*/false);
+}
+
+void kv_engine::decode_layer(unsigned s, unsigned li, u32 p) {
+  layer_state& ls = m_state[s][li];
+  grow(ls, u64(p) + 1);
+  ls.rep = {};
+  bool full = true;
+  for (std::size_t hi = 0; hi < m_heads.size(); ++hi) {
+    head_state& hs = ls.heads[hi];
+    std::size_t slot = hs.pos.size();
+    if (m_p.kv_budget && hs.pos.size() >= m_p.kv_budget) {
+      slot = victim(hs, p);
+      if (slot < hs.pos.size()) {
+        const u32 old = hs.pos[slot];
+        ls.rep.evicted_pairs += m_head_scale;
+        if (--ls.count[old] == 0 && ls.x[old]) {
+          ls.x[old] = 0;
+          --ls.x_tokens;
+          ls.rep.x_freed += 1;
+        }
+      }
+    } else {
+      full = false;
+    }
+    if (slot < hs.pos.size()) {
+      hs.pos[slot] = p;
+      hs.score[slot] = 0;
+    } else {
+      hs.pos.push_back(p);
+      hs.score.push_back(0);
+    }
+    ++ls.count[p];
+  }
+  if (m_p.recompute) {
+    ls.rep.x_attended = double(ls.x_tokens);
+    ls.rep.recompute_macs = double(ls.x_tokens) * m_model.hidden * 2.0 * m_model.kv_heads *
+                            m_model.head_dim;
+  }
+  ls.full = full;
+  if (m_deferred)
+    finish(ls, u64(p) + 1, /*decode=*/true);  // the kept set now; observe() redoes it
+  else
+    score_layer(s, li, p);
+}
+
+void kv_engine::score_layer(unsigned s, unsigned li, u32 p) {
+  layer_state& ls = m_state[s][li];
+  const unsigned l = m_layers[li];
+  const bool full = ls.full;
+  for (std::size_t hi = 0; hi < m_heads.size(); ++hi) {
+    head_state& hs = ls.heads[hi];
+    attend(s, l, m_heads[hi], p, hs.pos.data(), hs.pos.size(), hs.score.data());
+  }
+  // The token that left the protected window decide_after steps ago has now faced
+  // decide_after + 1 eviction rounds (the first on the step it left the window).
+  const u64 d = m_p.decide_after, T = m_context;
+  if (m_p.recompute && p >= m_p.recent_window + 1 + d && (full || !m_p.decide_when_full)) {
+    const u64 c = p - m_p.recent_window - 1 - d;
+    // A context token's first round was the prefill's top-N' choice: with a delay, those are
+    // decided together after d decode steps.
+    if (c >= m_p.sink_tokens && (d == 0 || c + m_p.recent_window >= T)) maybe_convert(li, ls, static_cast<u32>(c));
+  }
+  if (m_p.recompute && d > 0 && u64(p) + 1 == T + d && (full || !m_p.decide_when_full))
+    for (u64 c = m_p.sink_tokens; c + m_p.recent_window < T; ++c) maybe_convert(li, ls, static_cast<u32>(c));
+  finish(ls, u64(p) + 1, /*decode=*/true);
+}
+
+std::size_t kv_engine::victim(const head_state& hs, u64 newest) const {
+  std::size_t best = hs.pos.size();
+  const bool by_age = m_p.victim == kv_engine_params::victim_rule::oldest;
+  for (std::size_t i = 0; i < hs.pos.size(); ++i) {
+    if (is_protected(hs.pos[i], newest)) continue;
+    if (best == hs.pos.size()) {
+      best = i;
+      continue;
+    }
+    const bool better = by_age ? hs.pos[i] < hs.pos[best]
+                               : (hs.score[i] < hs.score[best] ||
+                                  (hs.score[i] == hs.score[best] && hs.pos[i] < hs.pos[best]));
+    if (better) best = i;
+  }
+  return best;
+}
+
+}  // namespace kelle

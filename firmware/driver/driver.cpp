@@ -28,9 +28,7 @@ driver::driver(const char* port_name, platform_view& p)
   }
 }
 
-compute_block& driver::block(const std::string& name) const {
-  return *const_cast<driver*>(this)->target_of(name).block;
-}
+compute_block& driver::block(const std::string& name) { return *target_of(name).block; }
 
 driver::target& driver::target_of(const std::string& name) {
   auto it = m_blocks.find(name);

@@ -35,7 +35,7 @@ class driver {
   // initiator `port_name`.
   driver(const char* port_name, platform_view& platform);
 
-  compute_block& block(const std::string& name) const;
+  compute_block& block(const std::string& name);
 
   // A block's command port as the driver tracks it: resolved once by name (target()), then
   // submitted to without a look-up.

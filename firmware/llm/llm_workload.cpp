@@ -188,8 +188,8 @@ void llm_workload::apply_policy(pass_info& p) {
     const double x_pairs = std::max(0.0, r.kept_pairs - r.kv_pairs) / m_model.kv_heads / m_batch;
     p.victims[l] = static_cast<std::uint64_t>(std::llround(r.evicted_pairs));
     p.x_attended[l] = std::min<std::uint64_t>(p.kept_tokens[l], static_cast<std::uint64_t>(std::llround(x_pairs)));
+    if (m_recompute) m_recompute->record(l, r, p.x_rows[l]);
   }
-  if (m_recompute) m_recompute->record(*m_policy, p);
 }
 
 void llm_workload::apply_refresh() {

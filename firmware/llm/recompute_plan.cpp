@@ -75,16 +75,13 @@ recompute_plan::recompute_plan(kv_policy& policy, const model_shape& m, unsigned
   policy.set_recompute_limits(lim);
 }
 
-void recompute_plan::record(const kv_policy& policy, const pass_info& p) {
-  for (unsigned l = 0; l < m_layers.size(); ++l) {
-    layer& L = m_layers[l];
-    const kv_layer_report r = policy.layer_total(l);
-    const double rows = static_cast<double>(p.recompute_rows(l));
-    L.rows += rows;
-    L.x_tokens = r.x_tokens;
-    L.kv_bytes_saved += std::max(0.0, r.kept_pairs - r.kv_pairs) * m_pair_bytes - r.x_bytes;
-    L.cycles_added += std::max(0.0, rows - L.budget.free_rows_array) * L.budget.cycles_per_row_beyond;
-  }
+void recompute_plan::record(unsigned l, const kv_layer_report& r, std::uint64_t stacked) {
+  layer& L = m_layers[l];
+  const double rows = static_cast<double>(stacked);
+  L.rows += rows;
+  L.x_tokens = r.x_tokens;
+  L.kv_bytes_saved += std::max(0.0, r.kept_pairs - r.kv_pairs) * m_pair_bytes - r.x_bytes;
+  L.cycles_added += std::max(0.0, rows - L.budget.free_rows_array) * L.budget.cycles_per_row_beyond;
 }
 
 nlohmann::json recompute_plan::results() const {

@@ -25,8 +25,9 @@ class recompute_plan {
   recompute_plan(kv_policy& policy, const model_shape& m, unsigned batch, const memory_plan& plan,
                  const layer_ops& ops, platform_view& platform);
 
-  // A pass's recomputation as the policy decided it (every decode step, simulated or not).
-  void record(const kv_policy& policy, const pass_info& p);
+  // Layer `l` of a pass as the policy decided it (every decode step, simulated or not): `r` its
+  // report summed over the batch, `rows` the stacked rows the pass recomputes.
+  void record(unsigned l, const kv_layer_report& r, std::uint64_t rows);
 
   nlohmann::json results() const;
   // One line for the report.

@@ -7,8 +7,6 @@
 namespace kelle {
 namespace {
 
-sc_core::sc_time us(double v) { return sc_core::sc_time(v, sc_core::SC_US); }
-
 class two_d : public refresh_policy {
  public:
   explicit two_d(const config_node& c)

@@ -16,6 +16,8 @@
 #include "platform/config/config.h"
 #include "platform/registry/registry.h"
 
+#include <systemc>
+
 #include <string>
 #include <vector>
 
@@ -50,6 +52,8 @@ class refresh_policy {
   // The ranges of the latest apply() per region (by address), for expected_failed_bits().
   std::vector<std::pair<std::uint64_t, std::vector<range>>> m_ranges;
   void record(std::uint64_t addr, std::vector<range> r);
+  // An interval given in microseconds, as the policies' keys are.
+  static sc_core::sc_time us(double v) { return sc_core::sc_time(v, sc_core::SC_US); }
 };
 
 using refresh_registry = registry<refresh_policy, const config_node&>;

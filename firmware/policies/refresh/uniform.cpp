@@ -6,8 +6,6 @@
 namespace kelle {
 namespace {
 
-sc_core::sc_time us(double v) { return sc_core::sc_time(v, sc_core::SC_US); }
-
 class uniform : public refresh_policy {
  public:
   explicit uniform(const config_node& c)

@@ -131,6 +131,8 @@ void llm_workload::add_results(nlohmann::json& r) const {
               {"skip_prefill", m_skip_prefill},
               {"sample_every", m_sample_every},
               {"detailed_decode_steps", m_detailed_steps},
+              {"sample_layers", m_sample_layers},
+              {"layers_extrapolated", m_layers_extrapolated},
               {"kv_bytes_written", m_ops->kv_bytes_written()},
               {"scheduler", m_scheduler_name},
               {"weight_bytes_per_pass", m_model.weight_bytes_per_pass()},
@@ -139,7 +141,22 @@ void llm_workload::add_results(nlohmann::json& r) const {
                                      ? m_plan->kv(m_plan->kv_layers_on_chip()).chip_tokens
                                      : 0},
               {"placement", m_plan->describe()},
+              {"dram_overflow_bytes", m_plan->dram_overflow_bytes()},
               {"energy_per_token_J", generated > 0 ? energy / generated : 0.0}};
+  // Sampling and its measured error (docs/firmware.md, "Sampled decode", "Sampled layers"):
+  // each check is a simulated step (layer) compared with what extrapolation would have given it.
+  auto check = [](const sampling_check& c) {
+    return nlohmann::json{{"checks", c.n},
+                          {"time_error_max", c.n ? nlohmann::json(c.max) : nlohmann::json(nullptr)},
+                          {"time_error_mean", c.n ? nlohmann::json(c.sum / c.n) : nlohmann::json(nullptr)}};
+  };
+  r["sampling"] = {{"decode", {{"sample_every", m_sample_every},
+                               {"detailed_steps", m_detailed_steps},
+                               {"extrapolated_steps", m_decode - std::min<std::uint64_t>(m_decode, m_detailed_steps)},
+                               {"check", check(m_step_check)}}},
+                   {"layers", {{"enabled", m_sample_layers},
+                               {"extrapolated", m_layers_extrapolated},
+                               {"check", check(m_layer_check)}}}};
   if (m_fn) m_fn->add_results(r);  // `quality` and `functional`
 }
 
@@ -161,11 +178,26 @@ std::string llm_workload::report() const {
                 m_ops->dram().weights / 1e6, m_ops->dram().kv / 1e6, m_ops->dram().activations / 1e6,
                 r["activation_lifetimes"]["total_s"].get<double>() * 1e3);
   std::string s = buf;
+  if (m_plan->dram_overflow_bytes()) {
+    std::snprintf(buf, sizeof buf,
+                  "  DRAM OVERFLOW      weights and KV exceed %s by %.4g MiB (placement.allow_dram_overflow: the KV's "
+                  "addresses are folded, the DRAM's timing and energy are its own)\n",
+                  m_plan->dram().c_str(), double(m_plan->dram_overflow_bytes()) / (1 << 20));
+    s += buf;
+  }
   if (m_sample_every > 1) {
     std::snprintf(buf, sizeof buf,
                   "  sampled decode     %u of %llu decode steps simulated in detail (every %u-th, the first two and "
-                  "the last); the others extrapolated\n",
-                  m_detailed_steps, static_cast<unsigned long long>(m_decode), m_sample_every);
+                  "the last); the others extrapolated; checked on %u steps: time within %.2g %% (max)\n",
+                  m_detailed_steps, static_cast<unsigned long long>(m_decode), m_sample_every, m_step_check.n,
+                  m_step_check.max * 100);
+    s += buf;
+  }
+  if (m_sample_layers) {
+    std::snprintf(buf, sizeof buf,
+                  "  sampled layers     %llu layer passes repeated from the run of alike layers they belong to; "
+                  "checked on %u layers: time within %.2g %% (max)\n",
+                  static_cast<unsigned long long>(m_layers_extrapolated), m_layer_check.n, m_layer_check.max * 100);
     s += buf;
   }
   if (m_policy) {

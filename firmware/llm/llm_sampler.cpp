@@ -7,6 +7,7 @@
 #include "firmware/llm/recompute_plan.h"
 #include "models/memory/memory_target.h"
 #include "models/memory/refresh_control.h"
+#include "platform/support/hash.h"
 
 #include <algorithm>
 #include <cmath>
@@ -26,23 +27,98 @@ std::vector<double> llm_workload::sample_vector(const counter_snapshot& c) const
   std::vector<double> v = c.values;
   const auto& d = m_ops->dram();
   v.insert(v.end(), {d.weights, d.kv, d.activations, m_ops->kv_bytes_written(),
-                     static_cast<double>(m_driver->commands_submitted())});
-  for (refresh_control* e : m_edrams) v.push_back(e->refreshed_bytes());
+                     static_cast<double>(m_driver->commands_submitted()) + m_extra_commands});
+  // The simulated refresh only: what earlier extrapolations added is in the counters above.
+  for (refresh_control* e : m_edrams) v.push_back(e->refreshed_bytes() - e->extrapolated_refresh_bytes());
   v.insert(v.end(), m_layer_s.begin(), m_layer_s.end());
   const std::size_t base = v.size();
-  v.resize(base + 2 * m_life_kind.size(), 0.0);
   auto& kinds = m_life_kind;  // kinds seen so far, in order of first appearance
-  for (const auto& l : m_ops->lifetimes()) {
-    if (l.open) continue;
-    auto it = kinds.find(l.kind);
+  v.resize(base + 2 * kinds.size(), 0.0);
+  auto slot = [&](const std::string& kind) {
+    auto it = kinds.find(kind);
     if (it == kinds.end()) {
-      it = kinds.emplace(l.kind, static_cast<unsigned>(kinds.size())).first;
+      it = kinds.emplace(kind, static_cast<unsigned>(kinds.size())).first;
       v.resize(base + 2 * kinds.size(), 0.0);
     }
-    v[base + 2 * it->second] += 1;
-    v[base + 2 * it->second + 1] += (l.end - l.start).to_seconds();
+    return base + 2 * it->second;
+  };
+  for (const auto& l : m_ops->lifetimes()) {
+    if (l.open) continue;
+    const std::size_t i = slot(l.kind);
+    v[i] += 1;
+    v[i + 1] += (l.end - l.start).to_seconds();
+  }
+  for (const auto& [kind, e] : m_extra_life) {  // the layers and steps extrapolated so far
+    const std::size_t i = slot(kind);
+    v[i] += e.first;
+    v[i + 1] += e.second;
   }
   return v;
+}
+
+std::vector<double> llm_workload::sample_delta(const counter_snapshot& before, const std::vector<double>& v0,
+                                               double dt) const {
+  std::vector<double> v = sample_vector(snapshot_counters());
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] -= i < v0.size() ? v0[i] : 0.0;
+  // Of each eDRAM's refresh in the sample, only what transient data (live during the sample
+  // only) cost is extrapolated: the data still live after it keeps being refreshed while the
+  // skipped time passes.
+  for (std::size_t i = 0; i < m_edrams.size(); ++i)
+    v[before.stats.size() + firmware_figures + i] -= m_edrams[i]->refresh_rate_Bps() * dt;
+  return v;
+}
+
+layer_ops::traffic llm_workload::add_extrapolated(const std::vector<double>& amount) {
+  // Split the extrapolated amounts back into what they extrapolate.
+  const counter_snapshot layout = snapshot_counters();
+  const std::size_t nc = layout.stats.size();
+  add_to_counters(layout, std::vector<double>(amount.begin(), amount.begin() + std::min(nc, amount.size())));
+  const double* f = amount.data() + nc;
+  layer_ops::traffic t;
+  t.weights = f[0];
+  t.kv = f[1];
+  t.activations = f[2];
+  m_ops->add_extrapolated(t, f[3]);
+  m_extra_commands += f[4];
+  f += firmware_figures;
+  for (refresh_control* e : m_edrams) e->add_extrapolated_refresh(*f++);
+  for (unsigned l = 0; l < m_model.layers; ++l) m_layer_s[l] += f[l];
+  const double* life = f + m_model.layers;
+  const std::size_t life_base = static_cast<std::size_t>(life - amount.data());
+  for (const auto& [kind, i] : m_life_kind)
+    if (life_base + 2 * i + 1 < amount.size()) {
+      m_extra_life[kind].first += life[2 * i];
+      m_extra_life[kind].second += life[2 * i + 1];
+    }
+  return t;
+}
+
+std::uint64_t llm_workload::layer_signature(const pass_info& p, unsigned l) const {
+  // Where the layer's KV lives, what its attention reads and recomputes, and whether it evicts:
+  // layers alike in these issue the same commands (their weights have the same shapes).
+  const unsigned where = l < m_plan->kv_layers_on_chip() ? 0u : l < m_plan->kv_layers_touching_chip() ? 1u : 2u;
+  std::uint64_t h = splitmix64(where);
+  h = splitmix64(h ^ p.attended(l));
+  h = splitmix64(h ^ p.recompute_rows(l));
+  h = splitmix64(h ^ p.attended_x(l));
+  h = splitmix64(h ^ (p.victims.empty() ? 0 : p.victims[l]));
+  const bool slots = p.recompute_rows(l) && m_ops->x_store_in_slots(l, p.recompute_rows(l));
+  return splitmix64(h ^ (slots ? 1u : 0u));
+}
+
+void llm_workload::skip_layer(const pass_info& p, unsigned l, const layer_sample& s) {
+  // The platform idles for the sample's time (time-driven figures accrue); the layer's new K and
+  // V become live mid-layer. Its activity is the sample's, its time counted as its own.
+  sc_core::wait(sc_core::sc_time(s.dt / 2, sc_core::SC_SEC));
+  if (l < m_plan->kv_layers_touching_chip())
+    for (bool v : {false, true}) {
+      const region r = m_ops->kv_slot(l, v, p);
+      mark_live(r, r.bytes);
+    }
+  sc_core::wait(sc_core::sc_time(s.dt - s.dt / 2, sc_core::SC_SEC));
+  add_extrapolated(s.v);
+  m_layer_s[l] += s.dt;
+  ++m_layers_extrapolated;
 }
 
 std::uint64_t llm_workload::regime(const pass_info& p) const {
@@ -91,27 +167,7 @@ unsigned llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
     const double di = a->v[i], dq = q && i < q->v.size() ? q->v[i] : di;
     amount[i] = std::max(0.0, n * di + (slope ? (di - dq) * weights : 0.0));
   }
-  // Split the extrapolated amounts back into what they extrapolate.
-  const counter_snapshot layout = snapshot_counters();
-  const std::size_t nc = layout.stats.size();
-  add_to_counters(layout, std::vector<double>(amount.begin(), amount.begin() + std::min(nc, amount.size())));
-  const double* f = amount.data() + nc;
-  layer_ops::traffic t;
-  t.weights = f[0];
-  t.kv = f[1];
-  t.activations = f[2];
-  m_ops->add_extrapolated(t, f[3]);
-  m_extra_commands += f[4];
-  f += firmware_figures;
-  for (refresh_control* e : m_edrams) e->add_extrapolated_refresh(*f++);
-  for (unsigned l = 0; l < m_model.layers; ++l) m_layer_s[l] += f[l];
-  const double* life = f + m_model.layers;
-  const std::size_t life_base = static_cast<std::size_t>(life - amount.data());
-  for (const auto& [kind, i] : m_life_kind)
-    if (life_base + 2 * i + 1 < amount.size()) {
-      m_extra_life[kind].first += life[2 * i];
-      m_extra_life[kind].second += life[2 * i + 1];
-    }
+  const layer_ops::traffic t = add_extrapolated(amount);
   // The skipped steps' rows in steps.csv: their share of the extrapolated traffic by duration.
   const double span = sc_core::sc_time_stamp().to_seconds() - t_skip0;
   for (std::size_t i = m_steps.size() - (end - first); i < m_steps.size(); ++i) {

@@ -47,6 +47,9 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
                                         schedulers().name_list());
   m_scheduler = schedulers().create(m_scheduler_name);
   m_progress = p.get_bool("progress", true, "show progress on a terminal") && isatty(STDERR_FILENO);
+  m_sample_layers = p.get_bool("sample_layers", false,
+                               "simulate the first two layers of each run of alike layers in detail and repeat the "
+                               "second for the others (docs/firmware.md, \"Sampled layers\")");
   m_sample_every = static_cast<unsigned>(p.get_uint(
       "sample_every", 1,
       "simulate every k-th decode step in detail and extrapolate the others (1: every step)", 1, 1u << 20));
@@ -54,6 +57,7 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   if (a.root->get_choice("mode", "timing", {"timing", "functional"}) == "functional") {
     if (m_skip_prefill) p.fail("skip_prefill", "functional mode computes the context's KV: it needs the prefill");
     if (m_sample_every != 1) p.fail("sample_every", "functional mode simulates every decode step (1)");
+    if (m_sample_layers) p.fail("sample_layers", "functional mode simulates every layer (false)");
     m_fn = std::make_unique<functional_run>(*a.root, p, m_model, m_batch, m_context, m_decode, a.platform.seed(),
                                             a.platform);
   }
@@ -88,7 +92,8 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   if (m_refresh->needs_groups() && !m_policy)
     pol.fail("refresh", refresh_name + " needs the high/low-score groups of a KV policy that scores tokens "
                                        "(policy.kv: aep, aerp, streaming or h2o; this scenario has full)");
-  m_plan = std::make_unique<memory_plan>(m_model, m_batch, kv_tokens, a.platform, p.child_or_empty("placement"));
+  m_plan = std::make_unique<memory_plan>(m_model, m_batch, kv_tokens, a.platform, p.child_or_empty("placement"),
+                                         m_fn != nullptr);
   if (m_policy) {  // the run reads the score groups only for the layers the eDRAM holds (2DRP)
     std::vector<bool> groups(m_model.layers, false);
     if (m_refresh->needs_groups())
@@ -142,12 +147,39 @@ void llm_workload::pass(const pass_info& p) {
   tensor x = m_ops->produce("x", rows * C * ab);
   m_ops->produced(x, m_driver->dma(m_plan->lm_head(), x.where.addr, rows * C));
   if (m_fn) m_fn->begin_pass(p, x);  // functional: the tokens' embeddings land in x
+  // Sampled layers: not in functional mode (every layer computes data) nor in a traced pass.
+  const bool sample_layers = m_sample_layers && !m_fn && !trace.on();
+  layer_sample smp;
+  bool have = false;
+  std::uint64_t prev = 0;
   for (unsigned l = 0; l < m_model.layers; ++l) {
+    const std::uint64_t sig = sample_layers ? layer_signature(p, l) : 0;
+    const bool steady = sample_layers && l > 0 && sig == prev;  // like the layer before it
+    prev = sig;
+    // The last layer of a run is simulated as a check of the sample (results: sampling).
+    const bool last_of_run = l + 1 == m_model.layers || layer_signature(p, l + 1) != sig;
+    const bool check = steady && have && smp.signature == sig && last_of_run;
+    if (steady && have && smp.signature == sig && !last_of_run) {
+      skip_layer(p, l, smp);
+      continue;
+    }
+    const counter_snapshot before = steady ? snapshot_counters() : counter_snapshot{};
+    const std::vector<double> v0 = steady ? sample_vector(before) : std::vector<double>{};
     const double l0 = sc_core::sc_time_stamp().to_seconds();
     trace.layer_begin(l);
     m_scheduler->layer(*m_ops, p, l, x);
     trace.layer_end(l);
-    m_layer_s[l] += sc_core::sc_time_stamp().to_seconds() - l0;
+    const double dt = sc_core::sc_time_stamp().to_seconds() - l0;
+    m_layer_s[l] += dt;
+    if (check) {
+      m_layer_check.add(std::abs(dt - smp.dt) / std::max(dt, 1e-30));
+    } else if (steady) {  // the second layer of a run: the sample the rest of the run takes
+      smp.signature = sig;
+      smp.dt = dt;
+      smp.v = sample_delta(before, v0, dt);
+      smp.v[before.stats.size() + firmware_figures + m_edrams.size() + l] = 0;  // its time: skip_layer's own
+      have = true;
+    }
   }
   // The LM head on the last token of every sequence.
   tensor last{x.where, x.producer, x.lifetime, "x"};
@@ -245,7 +277,9 @@ void llm_workload::run() {
     if (!detailed(s)) {
       unsigned end = s + 1;
       while (end < m_decode && !detailed(end)) ++end;
+      const unsigned from = s;
       s = skip_steps(p, s, end);
+      if (s > from) m_skipped_since_sample = true;
       progress("decode step", s, static_cast<unsigned>(m_decode));
       continue;
     }
@@ -260,8 +294,21 @@ void llm_workload::run() {
     const bool sampling = m_sample_every > 1;
     const counter_snapshot before = sampling ? snapshot_counters() : counter_snapshot{};
     const std::vector<double> v0 = sampling ? sample_vector(before) : std::vector<double>{};
+    // What the extrapolation would have given this step (a check of sampled decode: results,
+    // sampling), when the two samples it would use are of its regime and steps were skipped.
+    double predicted = -1;
+    if (sampling && m_samples.size() == 2 && m_skipped_since_sample) {
+      const step_sample &a = m_samples.back(), &q = m_samples.front();
+      const double w = a.x != q.x ? (cost_driver(p) - a.x) / (a.x - q.x) : 0.0;
+      predicted = std::max(0.0, a.dt + (a.x != q.x ? (a.dt - q.dt) * w : 0.0));
+    }
+    m_skipped_since_sample = false;
     const double t0 = sc_core::sc_time_stamp().to_seconds();
     pass(p);
+    if (predicted >= 0) {
+      const double dt = sc_core::sc_time_stamp().to_seconds() - t0;
+      m_step_check.add(std::abs(predicted - dt) / std::max(dt, 1e-30));
+    }
     if (m_fn && m_policy) {  // functional scores: the policy sees this step's attention now
       m_policy->observe();
       apply_refresh();
@@ -271,13 +318,7 @@ void llm_workload::run() {
       step_sample smp;
       smp.x = cost_driver(p);
       smp.dt = sc_core::sc_time_stamp().to_seconds() - t0;
-      smp.v = sample_vector(snapshot_counters());
-      for (std::size_t i = 0; i < smp.v.size(); ++i) smp.v[i] -= i < v0.size() ? v0[i] : 0.0;
-      // Of each eDRAM's refresh in the step, only what transient data (live during the pass
-      // only) cost is extrapolated: the data still live after the pass keeps being refreshed
-      // while the skipped steps' time passes.
-      for (std::size_t i = 0; i < m_edrams.size(); ++i)
-        smp.v[before.stats.size() + firmware_figures + i] -= m_edrams[i]->refresh_rate_Bps() * smp.dt;
+      smp.v = sample_delta(before, v0, smp.dt);
       m_samples.push_back(std::move(smp));
       if (m_samples.size() > 2) m_samples.erase(m_samples.begin());
     }

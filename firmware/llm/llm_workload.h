@@ -16,6 +16,7 @@
 #include "platform/stats/stats.h"
 #include "platform/system/workload.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -55,6 +56,22 @@ class llm_workload : public workload {
   // in sample_vector(), after the statistics counters.
   static constexpr std::size_t firmware_figures = 5;
   std::vector<double> sample_vector(const counter_snapshot& counters) const;
+  // What a sample (a step or a layer) of `dt` simulated seconds added: sample_vector() now minus
+  // v0 (taken with `before`), less the refresh of data that stays live (it accrues by itself).
+  std::vector<double> sample_delta(const counter_snapshot& before, const std::vector<double>& v0, double dt) const;
+  // Adds extrapolated amounts (laid out as sample_vector()) to the counters and figures they
+  // come from; returns the DRAM traffic part.
+  layer_ops::traffic add_extrapolated(const std::vector<double>& amount);
+  // Sampled layers (workload.sample_layers): within a pass, a run of layers that issue the same
+  // commands (layer_signature()) is simulated in detail for its first two layers; the others
+  // take the second one's time and activity (skip_layer). docs/firmware.md, "Sampled layers".
+  struct layer_sample {
+    std::uint64_t signature = 0;
+    double dt = 0;
+    std::vector<double> v;
+  };
+  std::uint64_t layer_signature(const pass_info& p, unsigned layer) const;
+  void skip_layer(const pass_info& p, unsigned layer, const layer_sample& s);
   void run();
   void pass(const pass_info& p);
   // Sampled decode: the steps after `last` up to (not including) the next detailed one are not
@@ -107,6 +124,21 @@ class llm_workload : public workload {
   bool m_skip_prefill = false;
   bool m_progress;
   unsigned m_sample_every = 1;  // 1: every decode step in detail
+  bool m_sample_layers = false;
+  // The measured error of sampling: each check compares a simulated step's (layer's) time with
+  // what the extrapolation (the layer sample) would have given it.
+  struct sampling_check {
+    unsigned n = 0;
+    double max = 0, sum = 0;
+    void add(double e) {
+      ++n;
+      sum += e;
+      max = std::max(max, e);
+    }
+  };
+  sampling_check m_step_check, m_layer_check;
+  bool m_skipped_since_sample = false;
+  std::uint64_t m_layers_extrapolated = 0;  // layers of all passes not simulated (sample_layers)
   unsigned m_detailed_steps = 0;
   std::vector<step_sample> m_samples;         // the last two detailed decode steps
   std::uint64_t m_regime = no_regime;         // of the last detailed step

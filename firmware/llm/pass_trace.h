@@ -19,6 +19,8 @@ class pass_trace {
 
   // At a pass's start: opens the window if the pass is in range.
   pass_trace(const pass_info& p, const layer_ops& ops);
+  // Whether this pass is in the timeline's range (its layers are then all simulated in detail).
+  bool on() const { return m_on; }
   void layer_begin(unsigned layer);
   void layer_end(unsigned layer);
   // When every command of the pass has completed: the lifetimes, the pass; closes the window.

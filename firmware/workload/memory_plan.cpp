@@ -28,7 +28,7 @@ region place(platform_view& p, const std::string& mem, std::uint64_t addr, std::
 }  // namespace
 
 memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max_tokens, platform_view& p,
-                         const config_node& pl)
+                         const config_node& pl, bool functional)
     : m_kv_tokens(max_tokens) {
   m_dram = pl.get_string("dram", "dram", "memory holding weights and off-chip data");
   memory_target* dram = p.memory(m_dram);
@@ -106,14 +106,52 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
   const bool fill = pl.get_choice("kv_placement", "fill", {"first_layers", "fill"}) == "fill";
   m_kv_on_chip = static_cast<unsigned>(std::min<std::uint64_t>(m.layers, kvcap / align(2 * half)));
   const std::uint64_t token_bytes = std::uint64_t(batch) * kv * model_shape::act_bytes;  // one slot, K or V
+  // The DRAM-resident KV: when weights and KV exceed the DRAM, the run is refused unless the
+  // scenario allows the overflow (placement.allow_dram_overflow). Then the KV halves that do not
+  // fit share addresses with others in a fold of the DRAM (every half still at an address of
+  // its own bank and row pattern; the activation spills share them too), and the DRAM's timing
+  // and energy are those of the modelled part: the run reports by how many bytes it exceeded the
+  // capacity (docs/firmware.md, "Placement"). Functional mode carries real data and cannot fold.
+  const std::uint64_t base = p.interconnect().base_of(m_dram), dram_end = base + dram->capacity_bytes();
+  const std::uint64_t kv_dram = std::uint64_t(m.layers - m_kv_on_chip) * 2 * align(half);
+  const bool allow = pl.get_bool("allow_dram_overflow", false,
+                                 "let weights and KV exceed the DRAM's capacity (KV addresses folded; timing and energy unchanged)");
+  const std::uint64_t need = d - base + kv_dram;
+  std::uint64_t fold_base = d, fold_slots = 0;
+  if (need >= dram->capacity_bytes()) {
+    const std::string what = m.name + " needs " + std::to_string(need >> 20) + " MiB of weights and KV in " + m_dram +
+                             " (" + std::to_string(dram->capacity_bytes() >> 20) + " MiB)";
+    if (!allow)
+      pl.fail("allow_dram_overflow", what + "; reduce workload.batch, context_len or decode_len, choose a smaller model, "
+                                           "or set workload.placement.allow_dram_overflow: true to run it anyway");
+    if (functional) pl.fail("allow_dram_overflow", what + ": functional mode cannot fold the KV's addresses");
+    // The fold: every DRAM-resident K or V half at one of the addresses after the weights.
+    if (d + 2 * align(half) > dram_end)
+      pl.fail("allow_dram_overflow", what + ": the weights leave no room for a layer's KV");
+    fold_slots = (dram_end - d) / align(half);
+    m_overflow_bytes = need - dram->capacity_bytes();
+  }
+  std::uint64_t dram_half = 0;  // DRAM-resident K and V halves placed so far
+  auto place_kv_half = [&]() {
+    region r;
+    if (fold_slots) {
+      r = place(p, m_dram, fold_base + (dram_half % fold_slots) * align(half), half, false);
+      d = std::max(d, std::min(fold_base + fold_slots * align(half), fold_base + (dram_half + 1) * align(half)));
+    } else {
+      r = place(p, m_dram, d, half, false);
+      d += align(half);
+    }
+    ++dram_half;
+    return r;
+  };
   for (unsigned l = 0; l < m.layers; ++l) {
     kv_layer k;
     if (l < m_kv_on_chip) {
       k.k = take(kvmem, half);
       k.v = take(kvmem, half);
     } else {
-      k.k = place(p, m_dram, d, half, false), d += align(half);
-      k.v = place(p, m_dram, d, half, false), d += align(half);
+      k.k = place_kv_half();
+      k.v = place_kv_half();
       if (fill && l == m_kv_on_chip) {  // what capacity is left holds this layer's first slots
         const std::uint64_t left = p.memory(kvmem)->capacity_bytes() - used[kvmem];
         k.chip_tokens = std::min<std::uint64_t>(max_tokens - 1, left / (2 * token_bytes));
@@ -128,12 +166,16 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
   }
 
   // DRAM spill area for activations: what is left of DRAM.
-  const std::uint64_t dram_end = p.interconnect().base_of(m_dram) + dram->capacity_bytes();
-  m_dram_used = d - p.interconnect().base_of(m_dram);
-  if (d >= dram_end)
-    throw config_error("workload.model: " + m.name + " does not fit in " + m_dram + ": weights and KV need " +
-                       std::to_string(m_dram_used >> 20) + " MiB of its " + std::to_string(dram->capacity_bytes() >> 20) +
-                       " MiB (reduce workload.batch, context_len or decode_len, or choose a smaller model)");
+  m_dram_used = d - base;
+  m_allow_overflow = allow;
+  m_fold_base = fold_base;
+  m_fold_bytes = dram_end - fold_base;
+  if (!fold_slots && d >= dram_end)  // the weights alone (the KV's need was checked above)
+    pl.fail("allow_dram_overflow", m.name + "'s weights need " + std::to_string(m_dram_used >> 20) + " MiB of " +
+                                       m_dram + "'s " + std::to_string(dram->capacity_bytes() >> 20) + " MiB");
+  // With a fold, the activation spills share the addresses after the weights with the folded
+  // KV (both are timing only).
+  if (fold_slots) d = fold_base;
   m_spill = place(p, m_dram, d, dram_end - d, false);
 }
 
@@ -150,8 +192,24 @@ region memory_plan::alloc(std::uint64_t bytes) {
     m_arena_used += align(bytes, 64);
     return r;
   }
-  if (m_spill_used + bytes > m_spill.bytes)
-    throw std::runtime_error("the activations do not fit in DRAM either (" + std::to_string(bytes) + " B)");
+  if (m_spill_used + bytes > m_spill.bytes) {
+    // With the overflow allowed, spills that do not fit share addresses after the weights
+    // (timing only); the bytes beyond the DRAM's capacity are counted as overflow.
+    if (m_allow_overflow && bytes <= m_fold_bytes) {
+      const std::uint64_t over = m_spill_used + bytes - m_spill.bytes;
+      if (over > m_spill_overflow) {
+        m_overflow_bytes += over - m_spill_overflow;
+        m_spill_overflow = over;
+      }
+      region r = m_spill;
+      r.addr = m_fold_base + (m_spill_used % (m_fold_bytes - bytes + 1)) / 64 * 64;
+      r.bytes = bytes;
+      m_spill_used += align(bytes, 64);
+      return r;
+    }
+    throw std::runtime_error("the activations do not fit in " + m_dram + " (" + std::to_string(bytes) +
+                             " B more; workload.placement.allow_dram_overflow lets them share its addresses)");
+  }
   region r = m_spill;
   r.addr = m_spill.addr + m_spill_used;
   r.bytes = bytes;
@@ -176,6 +234,8 @@ std::string memory_plan::describe() const {
     o << " and the first " << m_kv[m_kv_on_chip].chip_tokens << " token slots of layer " << m_kv_on_chip;
   if (kv_stream_bytes()) o << "; KV stream buffers 2 x " << (kv_stream_bytes() >> 10) << " KiB in " << m_kv_stream[0].memory;
   o << "; activation arena " << (m_arena.bytes >> 10) << " KiB in " << m_arena.memory;
+  if (m_overflow_bytes)
+    o << "; weights and KV exceed " << m_dram << " by " << (m_overflow_bytes >> 20) << " MiB (KV addresses folded)";
   return o.str();
 }
 

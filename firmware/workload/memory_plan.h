@@ -37,9 +37,14 @@ refresh_control* refresh_of(const region& r, std::uint64_t& local);
 class memory_plan {
  public:
   // `placement` is workload.placement; `kv_tokens` is what the KV cache holds per sequence (all
-  // tokens, or a KV policy's budget). Throws config_error when the model does not fit.
+  // tokens, or a KV policy's budget); `functional`: the run carries data (no folded addresses).
+  // Throws config_error when the model does not fit (and placement.allow_dram_overflow is off).
   memory_plan(const model_shape& m, unsigned batch, std::uint64_t kv_tokens, platform_view& p,
-              const config_node& placement);
+              const config_node& placement, bool functional = false);
+
+  // By how many bytes weights, KV and activation spills exceed the DRAM (placement.
+  // allow_dram_overflow; 0: they fit).
+  std::uint64_t dram_overflow_bytes() const { return m_overflow_bytes; }
 
   struct layer_weights {
     std::uint64_t q, k, v, o, gate, up, down;  // DRAM addresses (gate unused without gating)
@@ -104,6 +109,10 @@ class memory_plan {
   region m_spill;                 // DRAM area for activations that do not fit on chip
   std::uint64_t m_spill_used = 0;
   std::uint64_t m_dram_used = 0;
+  std::uint64_t m_overflow_bytes = 0;
+  bool m_allow_overflow = false;
+  std::uint64_t m_fold_base = 0, m_fold_bytes = 0;  // the DRAM after the weights
+  std::uint64_t m_spill_overflow = 0;               // the most the spills exceeded their area by
 };
 
 }  // namespace kelle

@@ -31,6 +31,8 @@ class refresh_control {
   virtual double refresh_rate_Bps() const = 0;
   // Refresh of data that was live during passes that were not simulated (sampled decode).
   virtual void add_extrapolated_refresh(double bytes) = 0;
+  // The part of refreshed_bytes() that add_extrapolated_refresh() added.
+  virtual double extrapolated_refresh_bytes() const = 0;
 };
 
 }  // namespace kelle

@@ -127,3 +127,38 @@ TEST_CASE("dram controller: a stride of one bank's rows makes every access a row
   const auto seq = traffic({"workload.total_bytes=65536", "workload.outstanding=8"});
   CHECK(bw(r) < 0.5 * bw(seq));
 }
+
+TEST_CASE("dram controller: per-bank refresh blocks one bank for tRFCpb, the others go on",
+          "[lpddr4][controller]") {
+  test::bench b(bench_yaml, {"system.memories.dram.refresh_mode=per_bank"});
+  auto& ti = b.init();
+  const lpddr4& m = test::dram_of(*b.p);
+  const double ph0 = test::ns(m.bank_refresh_phase(0, 0)), ph1 = test::ns(m.bank_refresh_phase(0, 1));
+  REQUIRE(ph0 == Approx(3904.0 / 128));       // (0 x 8 + 0 + 1/2) tREFI / (8 banks x 8 channels)
+  REQUIRE(ph1 == Approx(3904.0 * 17 / 128));  // the next bank of the channel
+  REQUIRE(test::ns(m.bank_refresh_phase(5, 0)) == Approx(ph0));  // simultaneous across channels
+  REQUIRE(test::ns(m.timings().tRFCpb) == Approx(190));
+  ti.read(8 * 2048, 64, sc_time(50, SC_NS));  // channel 0, bank 1: not refreshing
+  ti.read(0, 64, sc_time(50, SC_NS));         // channel 0, bank 0: inside its window
+  b.p->run();
+  CHECK(test::ns(ti[0].latency()) == Approx(18 + 18 + 2 * 4));
+  CHECK(test::ns(ti[1].begin_resp) == Approx(ph0 + 190 + 18 + 18 + 2 * 4));
+  const auto r = b.p->results();
+  CHECK(stat_of(r, "refresh_stalls") == 1);
+  // One window of bank 0 in each of the 8 channels by then (bank 1's start at 518.5 ns).
+  CHECK(stat_of(r, "refreshes") == 8);
+  CHECK(m.refresh_energy_J() ==
+        Approx(r["config"]["tech"]["lpddr4"]["refresh_energy_nJ"].get<double>() * 1e-9 / 8 / 8));
+}
+
+TEST_CASE("dram controller: per-bank refresh shortens a lone read stream's stalls",
+          "[lpddr4][controller]") {
+  const std::vector<std::string> lone = {"workload.outstanding=1", "workload.total_bytes=655360"};
+  auto pb = lone;
+  pb.push_back("system.memories.dram.refresh_mode=per_bank");
+  const auto ab = traffic(lone), perbank = traffic(pb);
+  INFO("all-bank " << ab["traffic"]["latency_avg_ns"] << " ns, per-bank " << perbank["traffic"]["latency_avg_ns"] << " ns");
+  CHECK(perbank["traffic"]["latency_avg_ns"].get<double>() < ab["traffic"]["latency_avg_ns"].get<double>());
+  CHECK(perbank["traffic"]["latency_avg_ns"].get<double>() > ab["unloaded_hit_ns"].get<double>());
+  CHECK(stat_of(perbank, "refreshes") > 6 * stat_of(ab, "refreshes"));
+}

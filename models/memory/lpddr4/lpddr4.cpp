@@ -85,6 +85,8 @@ lpddr4::lpddr4(const sc_core::sc_module_name& name, const memory_args& a, const 
   m_t.tRFC = ns_time(p.get_double("tRFC_ns", spec.num("tRFC_ns"), "all-bank refresh cycle time tRFCab in ns", 0, 1e6));
   m_t.tREFI = ns_time(p.get_double("tREFI_ns", spec.num("tREFI_ns"), "average refresh interval in ns", 1, 1e9));
   m_refresh = p.get_bool("refresh", true, "model all-bank refresh (false: a what-if without refresh)");
+  m_per_bank = p.get_choice("refresh_mode", "all_bank", {"all_bank", "per_bank"}) == "per_bank";
+  m_t.tRFCpb = ns_time(p.get_double("tRFCpb_ns", spec.num("tRFCpb_ns"), "per-bank refresh cycle time tRFCpb in ns", 0, 1e6));
   m_alignment = p.get_choice("refresh_alignment", "simultaneous", {"staggered", "simultaneous"}) == "staggered"
                     ? refresh_alignment::staggered
                     : refresh_alignment::simultaneous;
@@ -121,6 +123,7 @@ lpddr4::lpddr4(const sc_core::sc_module_name& name, const memory_args& a, const 
   m_tRRD = ticks(m_t.tRRD);
   m_tFAW = ticks(m_t.tFAW);
   m_tRFC = ticks(m_t.tRFC);
+  m_tRFCpb = ticks(m_t.tRFCpb);
   m_tREFI = ticks(m_t.tREFI);
   m_tRTW = ticks(m_t.tRTW);
   m_tCCD_L = std::max(ticks(m_t.tCCD_L), m_tB);
@@ -148,10 +151,14 @@ lpddr4::lpddr4(const sc_core::sc_module_name& name, const memory_args& a, const 
   m_refresh_J = tech.require_double("refresh_energy_nJ",
                                     "energy of one all-bank refresh of the reference device, nJ", 0) *
                 1e-9 * (cap / m_channels) / ref_B;
+  if (m_per_bank) m_refresh_J /= m_banks;  // a REFpb refreshes one bank's share of the rows
 
   m_ch.assign(m_channels, channel_state{});
   for (unsigned c = 0; c < m_channels; ++c) m_ch[c].next_refresh = ticks(refresh_phase(c));
   m_bank.assign(static_cast<std::size_t>(m_channels) * m_banks, bank_state{});
+  for (unsigned c = 0; c < m_channels; ++c)
+    for (unsigned b = 0; b < m_banks; ++b)
+      m_bank[static_cast<std::size_t>(c) * m_banks + b].next_refresh = ticks(bank_refresh_phase(c, b));
   if (m_policy == scheduling::frfcfs) {
     m_queue.assign(m_channels, channel_queue{});
     for (auto& cq : m_queue) cq.q.reserve(64);
@@ -206,13 +213,23 @@ sc_core::sc_time lpddr4::refresh_phase(unsigned channel) const {
   return sc_core::sc_time::from_value(m_tREFI * (2 * std::uint64_t{channel} + 1) / (2 * std::uint64_t{m_channels}));
 }
 
+sc_core::sc_time lpddr4::bank_refresh_phase(unsigned channel, unsigned bank) const {
+  const std::uint64_t B = m_banks, C = m_channels;
+  const std::uint64_t c = m_alignment == refresh_alignment::staggered ? channel : 0;
+  return sc_core::sc_time::from_value(m_tREFI * (2 * (std::uint64_t{bank} * C + c) + 1) / (2 * B * C));
+}
+
 std::uint64_t lpddr4::refreshes_until(const sc_core::sc_time& t) const {
   if (!m_refresh) return 0;
   const tick now = ticks(t);
   std::uint64_t n = 0;
-  for (unsigned c = 0; c < m_channels; ++c) {
-    const tick ph = ticks(refresh_phase(c));
+  auto count = [&](tick ph) {
     if (now >= ph) n += (now - ph) / m_tREFI + 1;
+  };
+  for (unsigned c = 0; c < m_channels; ++c) {
+    if (!m_per_bank) count(ticks(refresh_phase(c)));
+    else
+      for (unsigned b = 0; b < m_banks; ++b) count(ticks(bank_refresh_phase(c, b)));
   }
   return n;
 }
@@ -265,6 +282,17 @@ void lpddr4::apply_refresh(channel_state& ch, unsigned c, std::uint64_t windows)
   ch.next_refresh += windows * m_tREFI;
 }
 
+void lpddr4::apply_bank_refresh(bank_state& bk, std::uint64_t windows) {
+  // Only this bank: its row closed, no ACT before the window ends; the bus stays available.
+  const tick end = bk.next_refresh + (windows - 1) * m_tREFI + m_tRFCpb;
+  if (bk.open_row != no_row) {
+    ++m_precharges;
+    bk.open_row = no_row;
+  }
+  bk.act_ok = std::max(bk.act_ok, end);
+  bk.next_refresh += windows * m_tREFI;
+}
+
 lpddr4::plan lpddr4::plan_segment(unsigned c, unsigned b, std::uint64_t row, bool write,
                                   tick t) const {
   const channel_state& ch = m_ch[c];
@@ -302,10 +330,12 @@ lpddr4::tick lpddr4::serve_segment(unsigned c, unsigned b, std::uint64_t row, st
     tick data_end = data_start + (n - 1) * step + m_tB;
 
     std::uint64_t now_bursts = n;
-    const bool refresh_due = m_refresh && ch.next_refresh < data_end;
+    // The next window in the way: the channel's REFab, or the bank's own REFpb.
+    const tick next_window = m_per_bank ? bk.next_refresh : ch.next_refresh;
+    const bool refresh_due = m_refresh && next_window < data_end;
     if (refresh_due) {
       // The bursts that complete before the window goes ahead; the rest waits for it.
-      const tick ws = ch.next_refresh;
+      const tick ws = next_window;
       now_bursts = data_start + m_tB <= ws ? std::min(n, (ws - data_start - m_tB) / step + 1) : 0;
       data_end = data_start + (now_bursts > 0 ? (now_bursts - 1) * step + m_tB : 0);
     }
@@ -347,11 +377,12 @@ lpddr4::tick lpddr4::serve_segment(unsigned c, unsigned b, std::uint64_t row, st
     }
     if (!refresh_due) return data_end;
 
-    const tick ws = ch.next_refresh;
+    const tick ws = next_window, rfc = m_per_bank ? m_tRFCpb : m_tRFC;
     std::uint64_t windows = 1;  // windows wholly before `t` passed while the channel was idle
-    if (ws + m_tRFC <= t) windows = (t - ws - m_tRFC) / m_tREFI + 1;
+    if (ws + rfc <= t) windows = (t - ws - rfc) / m_tREFI + 1;
     else ++m_refresh_stalls;
-    apply_refresh(ch, c, windows);
+    if (m_per_bank) apply_bank_refresh(bk, windows);
+    else apply_refresh(ch, c, windows);
     if (n == 0) return data_end;
   }
 }

@@ -36,7 +36,7 @@ class lpddr4 : public memory_target {
 
   struct timing_set {
     sc_core::sc_time tCK, tBURST, tRCD, tRP, tRAS, tCL, tCWL, tRTP, tWR, tWTR, tRRD, tFAW, tRFC,
-        tREFI, tRTW, tCCD_L;
+        tREFI, tRTW, tCCD_L, tRFCpb;
   };
   enum class scheduling { fcfs, frfcfs };
   enum class refresh_alignment { staggered, simultaneous };
@@ -84,11 +84,16 @@ class lpddr4 : public memory_target {
   std::uint64_t refreshes_until(const sc_core::sc_time& t) const;
   // Start of channel c's first refresh window.
   sc_core::sc_time refresh_phase(unsigned channel) const;
+  // refresh_mode per_bank: start of the first REFpb window of bank b of channel c, at
+  // (b x channels + c' + 1/2) tREFI / (banks x channels), c' = c when staggered, else 0.
+  sc_core::sc_time bank_refresh_phase(unsigned channel, unsigned bank) const;
+  bool per_bank_refresh() const { return m_per_bank; }
   // Mean latency of a lone stream of requests (one in flight) of `bursts` bursts each on one
   // channel that find their rows open, `channels` channels visited in turn, with refresh:
   // L0 tREFI / (tREFI - tRFC - channels x tRCD) for simultaneous windows (docs, "Validation").
   sc_core::sc_time lone_stream_latency(tlm::tlm_command cmd, std::uint64_t bursts) const;
-  // Energy of one REFab of one channel of this instance, J.
+  // Energy of one refresh command of this instance, J: a REFab of one channel, or with per-bank
+  // refresh a REFpb (the REFab's energy / banks).
   double refresh_energy_J() const { return m_refresh_J; }
   // Background power of the whole instance, W.
   double background_power_W() const { return m_background_W; }
@@ -104,6 +109,7 @@ class lpddr4 : public memory_target {
     tick col_ok = 0;  // earliest column command (ACT + tRCD)
     tick pre_ok = 0;  // earliest precharge (ACT + tRAS, last RD + tRTP, last write data + tWR)
     tick act_ok = 0;  // earliest activate (PRE + tRP, end of a refresh window)
+    tick next_refresh = 0;  // refresh_mode per_bank: the first REFpb window not yet applied
   };
   struct channel_state {
     tick bus_free = 0;        // the data bus is free from
@@ -163,6 +169,7 @@ class lpddr4 : public memory_target {
   template <class F>
   void for_each_channel_part(std::uint64_t addr, std::uint64_t len, F&& f) const;
   void apply_refresh(channel_state& ch, unsigned c, std::uint64_t windows);
+  void apply_bank_refresh(bank_state& bk, std::uint64_t windows);
   static tick ticks(const sc_core::sc_time& t) { return t.value(); }
 
   // Organisation
@@ -170,6 +177,7 @@ class lpddr4 : public memory_target {
   std::uint64_t m_width_bits, m_burst_length, m_burst_bytes, m_row_bytes, m_interleave;
   double m_data_rate_MTps, m_peak_Bps;
   bool m_refresh;
+  bool m_per_bank;            // refresh_mode per_bank (REFpb) instead of all_bank (REFab)
   scheduling m_policy;
   refresh_alignment m_alignment;
   unsigned m_groups;          // bank groups (1: none)
@@ -178,7 +186,7 @@ class lpddr4 : public memory_target {
   timing_set m_t;
   // The same timings in ticks, for the hot path.
   tick m_tB, m_tRCD, m_tRP, m_tRAS, m_tCL, m_tCWL, m_tRTP, m_tWR, m_tWTR, m_tRRD, m_tFAW, m_tRFC,
-      m_tREFI, m_tRTW, m_tCCD_L;
+      m_tREFI, m_tRTW, m_tCCD_L, m_tRFCpb;
 
   // Energy figures (tech.lpddr4, scaled to this instance)
   double m_read_J_per_bit, m_write_J_per_bit, m_act_J, m_background_W, m_refresh_J;

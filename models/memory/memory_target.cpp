@@ -33,6 +33,9 @@ memory_target::memory_target(const sc_core::sc_module_name& name, const memory_a
       m_capacity(static_cast<std::uint64_t>(
           a.params.require_double("capacity_MiB", "capacity in MiB", 1.0 / 1024, 1 << 24) * 1024 *
           1024)),
+      // 16 suits the built-in systems' large transactions; a DRAM fed 64 B requests needs about
+      // peak x latency / 64 B in service (64 GB/s x 60 ns: 60) to fill its buses, as a DRAM
+      // controller's queues hold (docs/models/memory-lpddr4.md, "Queue depth").
       m_queue_depth(static_cast<unsigned>(a.params.get_uint(
           "queue_depth", 16, "requests the memory accepts before it withholds END_REQ", 1, 4096))),
       m_store_data(a.params.get_bool("store_data", true,

@@ -4,6 +4,7 @@
 #include "models/memory/memory_target.h"
 #include "platform/tlm/extensions.h"
 
+#include <cmath>
 #include <cstdio>
 
 namespace kelle {
@@ -23,9 +24,22 @@ traffic_generator::traffic_generator(const sc_core::sc_module_name& name, const 
   memory_target* mem = a.platform.memory(m_target);
   if (!mem) p.fail("target", "no memory named '" + m_target + "' (expected one of: " +
                                  a.platform.memory_names() + ")");
-  m_random = p.get_choice("pattern", "sequential", {"sequential", "random"}) == "random";
-  m_write = p.get_choice("op", "read", {"read", "write"}) == "write";
+  const std::string pat = p.get_choice("pattern", "sequential", {"sequential", "strided", "random"});
+  m_pattern = pat == "random" ? pattern::random : pat == "strided" ? pattern::strided : pattern::sequential;
+  const std::string o = p.get_choice("op", "read", {"read", "write", "mix"});
+  m_op = o == "write" ? op::write : o == "mix" ? op::mix : op::read;
   m_burst = p.get_uint("burst_bytes", 64, "bytes per request", 1, 1ull << 31);
+  if (m_op == op::mix)
+    m_read_fraction = p.get_double("read_fraction", 2.0 / 3.0,
+                                   "share of the requests that are reads (op: mix), 0 to 1", 0, 1);
+  if (m_pattern == pattern::strided) {
+    const std::uint64_t stride = p.get_uint("stride_bytes", m_burst,
+                                            "distance between consecutive requests in bytes (pattern: strided)",
+                                            1, 1ull << 40);
+    if (stride % m_burst != 0)
+      p.fail("stride_bytes", "must be a multiple of burst_bytes (" + std::to_string(m_burst) + " B)");
+    m_stride_slots = stride / m_burst;
+  }
   m_total = p.require_uint("total_bytes", "bytes to transfer in all", 1);
   m_outstanding = p.get_uint("outstanding", 8, "requests in flight at most", 1, 1 << 16);
   m_data = p.get_bool("carry_data", false, "copy real data (false: timing only, faster)");
@@ -62,8 +76,20 @@ traffic_generator::traffic_generator(const sc_core::sc_module_name& name, const 
 
 std::uint64_t traffic_generator::next_address() {
   const std::uint64_t slots = m_region / m_burst;
-  if (m_random) return m_base + (m_rng() % slots) * m_burst;
+  switch (m_pattern) {
+    case pattern::random: return m_base + (m_rng() % slots) * m_burst;
+    case pattern::strided: return m_base + (m_issued * m_stride_slots % slots) * m_burst;
+    case pattern::sequential: break;
+  }
   return m_base + (m_issued % slots) * m_burst;
+}
+
+bool traffic_generator::next_is_write() const {
+  if (m_op != op::mix) return m_op == op::write;
+  // Request i is a read when floor((i + 1) f) > floor(i f): exactly f of every run of requests,
+  // evenly spread (2/3: read, read, write, ...), the same in every run.
+  const double i = static_cast<double>(m_issued);
+  return std::floor((i + 1) * m_read_fraction) == std::floor(i * m_read_fraction);
 }
 
 void traffic_generator::run() {
@@ -74,7 +100,7 @@ void traffic_generator::run() {
     tlm::tlm_generic_payload* t = m_pool.acquire(m_data ? len : 0);
     t->set_data_length(static_cast<unsigned>(len));
     t->set_streaming_width(static_cast<unsigned>(len));
-    t->set_command(m_write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND);
+    t->set_command(next_is_write() ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND);
     t->set_address(next_address());
     if (!m_data && !t->get_extension<timing_only>()) t->set_extension(new timing_only);
     issue_time* it = t->get_extension<issue_time>();
@@ -121,7 +147,11 @@ std::string traffic_generator::report() const {
                 "  requests           %llu (%llu errors)\n"
                 "  bandwidth          %.3f GB/s\n"
                 "  latency avg / p99  %.2f ns / %.2f ns (max %.2f ns)\n",
-                m_target.c_str(), m_random ? "random" : "sequential", m_write ? "write" : "read",
+                m_target.c_str(),
+                m_pattern == pattern::random    ? "random"
+                : m_pattern == pattern::strided ? "strided"
+                                                : "sequential",
+                m_op == op::write ? "write" : m_op == op::mix ? "read/write mix" : "read",
                 static_cast<unsigned long long>(m_burst),
                 static_cast<unsigned long long>(m_outstanding),
                 static_cast<unsigned long long>(m_completed),

@@ -1,6 +1,7 @@
 // `traffic`: a traffic-generator initiator for memory microbenchmarks. It issues `total_bytes`
-// in bursts of `burst_bytes` to one memory, sequentially or at random burst-aligned addresses,
-// reads or writes, keeping up to `outstanding` requests in flight, over the AT base protocol.
+// in bursts of `burst_bytes` to one memory, sequentially, strided or at random burst-aligned
+// addresses, reads, writes or a read/write mix, keeping up to `outstanding` requests in flight,
+// over the AT base protocol.
 // It measures achieved bandwidth and the latency of every request (BEGIN_REQ issued -> BEGIN_RESP
 // received). See docs/models/traffic.md.
 #pragma once
@@ -29,12 +30,19 @@ class traffic_generator : public workload {
   void run();
   void complete(tlm::tlm_generic_payload& t, const sc_core::sc_time& at);
   std::uint64_t next_address();
+  bool next_is_write() const;
 
   struct issue_time;  // extension: when a payload's request was issued
 
   std::string m_target;
-  bool m_random, m_write, m_data;
+  enum class pattern { sequential, strided, random };
+  enum class op { read, write, mix };
+  pattern m_pattern;
+  op m_op;
+  double m_read_fraction = 1.0;  // op mix: share of the requests that are reads
+  bool m_data;
   std::uint64_t m_burst, m_total, m_count, m_outstanding;
+  std::uint64_t m_stride_slots = 1;  // pattern strided: the stride in bursts
   std::uint64_t m_base, m_region;
   std::mt19937_64 m_rng;
   payload_pool m_pool;

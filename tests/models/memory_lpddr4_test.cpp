@@ -6,6 +6,7 @@
 
 #include "models/memory/lpddr4/lpddr4.h"
 #include "vp/platform.h"
+#include "tests/support/dram_bench.h"
 #include "tests/support/test_initiator.h"
 
 #include <algorithm>
@@ -22,14 +23,8 @@ namespace {
 // router, so the times below are the memory's alone. All other timings are the defaults:
 // tRCD 18, tRP 18, tRAS 42, RL 36 clk = 18, WL 18 clk = 9, tRTP 7.5, tWR 18, tWTR 10, tRRD 10,
 // tFAW 40, tRFC 380, tREFI 3904 ns; a BL16 burst of 32 B takes 4 ns.
-const char* const yaml = R"(
-include: tech/65nm.yaml
-system:
-  interconnect: {latency_ns: 0, bandwidth_GBps: .inf}
-  memories:
-    dram: {model: lpddr4, base_addr: 0, capacity_MiB: 1024, data_rate_MTps: 4000, store_data: false}
-workload: {type: test_script}
-)";
+const std::string yaml =
+    test::dram_scenario("model: lpddr4, capacity_MiB: 1024, data_rate_MTps: 4000", "type: test_script");
 
 constexpr double tB = 4, tRCD = 18, tRP = 18, tRAS = 42, RL = 18, WL = 9, tWTR = 10, tRRD = 10,
                  tRFC = 380;
@@ -37,13 +32,9 @@ constexpr std::uint64_t stripe = 8 * 64;         // one 64 B chunk in each chann
 constexpr std::uint64_t next_bank = 8 * 2048;    // same channel and row index, next bank
 constexpr std::uint64_t next_row = 8 * 8 * 2048;  // same channel and bank, next row
 
-double ns(const sc_time& t) { return t.to_seconds() * 1e9; }
-
-lpddr4& dram(test::bench& b) { return dynamic_cast<lpddr4&>(*b.p->memory("dram")); }
-
-double stat_of(const nlohmann::json& r, const std::string& name) {
-  return r["stats"]["dram"][name]["value"].get<double>();
-}
+using test::ns;
+const auto stat_of = test::dram_stat;
+lpddr4& dram(test::bench& b) { return test::dram_of(*b.p); }
 
 }  // namespace
 
@@ -169,7 +160,7 @@ TEST_CASE("lpddr4: an idle write takes tRCD + WL + bursts and a read after it wa
 }
 
 TEST_CASE("lpddr4: refresh blocks a channel for tRFC and closes its rows", "[lpddr4]") {
-  test::bench b(yaml);
+  test::bench b(yaml, {"system.memories.dram.refresh_alignment=staggered"});
   auto& ti = b.init();
   const lpddr4& m = dram(b);
   const double ph0 = ns(m.refresh_phase(0)), ph1 = ns(m.refresh_phase(1));
@@ -198,22 +189,10 @@ namespace {
 
 // A sequential stream through the traffic generator on the system's DRAM configuration.
 nlohmann::json stream(const std::vector<std::string>& overrides) {
-  auto cfg = config::from_string(R"(
-include: tech/65nm.yaml
-system:
-  interconnect: {latency_ns: 0, bandwidth_GBps: .inf}
-  memories:
-    dram: {model: lpddr4, base_addr: 0, capacity_MiB: 16384, data_rate_MTps: 4000, store_data: false}
-workload: {type: traffic, target: dram, burst_bytes: 4096, total_bytes: 16777216, outstanding: 16}
-)", "stream.yaml", overrides);
-  platform p(cfg);
-  p.run();
-  auto r = p.results();
-  r["expected_read_GBps"] =
-      dynamic_cast<lpddr4&>(*p.memory("dram")).expected_stream_bandwidth_Bps(tlm::TLM_READ_COMMAND) / 1e9;
-  r["expected_write_GBps"] =
-      dynamic_cast<lpddr4&>(*p.memory("dram")).expected_stream_bandwidth_Bps(tlm::TLM_WRITE_COMMAND) / 1e9;
-  return r;
+  return test::run_dram(
+      test::dram_scenario("model: lpddr4, capacity_MiB: 16384, data_rate_MTps: 4000",
+                          "type: traffic, target: dram, burst_bytes: 4096, total_bytes: 16777216, outstanding: 16"),
+      overrides);
 }
 
 }  // namespace

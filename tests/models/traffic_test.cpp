@@ -57,3 +57,25 @@ TEST_CASE("traffic: a region that does not fit the target is an error", "[traffi
   CHECK_THROWS_WITH(run({"workload.offset_bytes=1048000", "workload.region_bytes=4096"}),
                     Catch::Matchers::Contains("workload.region_bytes"));
 }
+
+TEST_CASE("traffic: op mix issues the read fraction of the requests as reads, evenly spread", "[traffic]") {
+  auto child = [](const std::vector<std::string>& o) {
+    return nlohmann::json::parse(test::in_child_process([&] { return run(o).dump(); }));
+  };
+  const auto r = child({"workload.op=mix", "workload.read_fraction=0.6666666666666666"});
+  // 256 requests of 256 B: floor(256 x 2/3) = 170 reads, the rest writes.
+  CHECK(r["stats"]["m"]["reads"]["value"].get<double>() == 170);
+  CHECK(r["stats"]["m"]["writes"]["value"].get<double>() == 86);
+  CHECK(r["traffic"]["bytes"] == 65536);
+  const auto w = child({"workload.op=mix", "workload.read_fraction=0"});
+  CHECK(w["stats"]["m"]["reads"]["value"].get<double>() == 0);
+  CHECK_THROWS_WITH(run({"workload.op=mix", "workload.read_fraction=1.5"}),
+                    Catch::Matchers::Contains("workload.read_fraction"));
+  CHECK_THROWS_WITH(run({"workload.read_fraction=0.5"}),  // only with op: mix
+                    Catch::Matchers::Contains("workload.read_fraction"));
+}
+
+TEST_CASE("traffic: a stride that is not a multiple of the burst is an error", "[traffic]") {
+  CHECK_THROWS_WITH(run({"workload.pattern=strided", "workload.stride_bytes=100"}),
+                    Catch::Matchers::Contains("workload.stride_bytes"));
+}

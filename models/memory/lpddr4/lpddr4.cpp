@@ -1,7 +1,10 @@
 // `lpddr4`: LPDDR4 SDRAM main memory; see lpddr4.h and docs/models/memory-lpddr4.md.
 #include "models/memory/lpddr4/lpddr4.h"
 
+#include "models/memory/lpddr4/memspec_file.h"
+
 #include <algorithm>
+#include <cmath>
 
 namespace kelle {
 
@@ -11,7 +14,7 @@ sc_core::sc_time ns_time(double ns) { return sc_core::sc_time(ns, sc_core::SC_NS
 
 }  // namespace
 
-lpddr4::lpddr4(const sc_core::sc_module_name& name, const memory_args& a)
+lpddr4::lpddr4(const sc_core::sc_module_name& name, const memory_args& a, const device_kind& kind)
     : memory_target(name, a),
       m_activations(m_stats.counter("activations", "count", "row activations (ACT)")),
       m_precharges(m_stats.counter(
@@ -27,17 +30,24 @@ lpddr4::lpddr4(const sc_core::sc_module_name& name, const memory_args& a)
       m_write_bursts(m_stats.counter("write_bursts", "count", "write bursts on the data buses")),
       m_refresh_stalls(m_stats.counter(
           "refresh_stalls", "count",
-          "refresh windows that interrupted or delayed a pending transfer")) {
+          "refresh windows that interrupted or delayed a pending transfer")),
+      m_turnarounds(m_stats.counter("bus_turnarounds", "count",
+                                    "changes of a data bus between reading and writing")),
+      m_write_drains(m_stats.counter("write_drains", "count",
+                                     "frfcfs: times a channel switched to draining its writes")) {
   const config_node& p = a.params;
+  // The device's organisation and timings come from a memspec file (memspec_file.h); instance
+  // keys of the same names override them.
+  const memspec_file spec(p, std::string(kind.default_memspec));
 
   // Organisation.
   m_channels = static_cast<unsigned>(p.get_uint("channels", 8, "number of independent channels", 1, 1024));
-  m_banks = static_cast<unsigned>(p.get_uint("banks_per_channel", 8, "banks per channel", 1, 1024));
-  m_width_bits = p.get_uint("channel_width_bits", 16, "data bus width of one channel in bits", 8, 1024);
+  m_banks = static_cast<unsigned>(p.get_uint("banks_per_channel", spec.uint("banks_per_channel"), "banks per channel", 1, 1024));
+  m_width_bits = p.get_uint("channel_width_bits", spec.uint("channel_width_bits"), "data bus width of one channel in bits", 8, 1024);
   if (m_width_bits % 8 != 0) p.fail("channel_width_bits", "must be a multiple of 8");
-  m_burst_length = p.get_uint("burst_length", 16, "data beats per burst (LPDDR4: 16 or 32)", 1, 1024);
+  m_burst_length = p.get_uint("burst_length", spec.uint("burst_length"), "data beats per burst (16 or 32)", 1, 1024);
   m_burst_bytes = m_burst_length * m_width_bits / 8;
-  m_row_bytes = p.get_uint("row_bytes", 2048, "row (page) size of one bank of one channel in bytes",
+  m_row_bytes = p.get_uint("row_bytes", spec.uint("row_bytes"), "row (page) size of one bank of one channel in bytes",
                            1, std::uint64_t{1} << 24);
   m_interleave = p.get_uint("channel_interleave_bytes", 64,
                             "consecutive bytes mapped to one channel before the next channel", 1,
@@ -49,28 +59,57 @@ lpddr4::lpddr4(const sc_core::sc_module_name& name, const memory_args& a)
     p.fail("channel_interleave_bytes", "must be a multiple of the burst size (" +
                                            std::to_string(m_burst_bytes) + " B) and divide row_bytes (" +
                                            std::to_string(m_row_bytes) + " B)");
-  m_data_rate_MTps = p.get_double("data_rate_MTps", 4266, "data rate of a pin in MT/s", 1.0, 1e5);
+  m_data_rate_MTps = p.get_double("data_rate_MTps", spec.num("data_rate_MTps"), "data rate of a pin in MT/s", 1.0, 1e5);
   m_peak_Bps = m_data_rate_MTps * 1e6 * static_cast<double>(m_width_bits) / 8 * m_channels;
 
-  // Timing: JESD209-4 LPDDR4-4266 (DRAMSys memspec JEDEC_1Gbx16_LPDDR4-4266), see the doc page.
-  const double tCK_ns = 2000.0 / m_data_rate_MTps;  // two transfers per clock
+  // Timing: the memspec's (scenarios/memspec/), each overridable by an instance key.
+  // Two transfers per clock of the data strobe; LPDDR5's command clock CK runs at 1 / wck_to_ck of
+  // the data clock WCK (4:1 above 3200 MT/s), and RL, WL and tWPRE count CK clocks.
+  const std::uint64_t wck = p.get_uint("wck_to_ck", spec.uint("wck_to_ck"),
+                                       "data clock (WCK) to command clock (CK) ratio (1: none, LPDDR4)", 1, 16);
+  const double tCK_ns = 2000.0 * static_cast<double>(wck) / m_data_rate_MTps;
   m_t.tCK = ns_time(tCK_ns);
   m_t.tBURST = ns_time(static_cast<double>(m_burst_length) * 1000.0 / m_data_rate_MTps);
-  m_t.tRCD = ns_time(p.get_double("tRCD_ns", 18, "ACT to RD/WR delay in ns", 0, 1e6));
-  m_t.tRP = ns_time(p.get_double("tRP_ns", 18, "precharge time (per bank) in ns", 0, 1e6));
-  m_t.tRAS = ns_time(p.get_double("tRAS_ns", 42, "ACT to PRE minimum in ns", 0, 1e6));
+  m_t.tRCD = ns_time(p.get_double("tRCD_ns", spec.num("tRCD_ns"), "ACT to RD/WR delay in ns", 0, 1e6));
+  m_t.tRP = ns_time(p.get_double("tRP_ns", spec.num("tRP_ns"), "precharge time (per bank) in ns", 0, 1e6));
+  m_t.tRAS = ns_time(p.get_double("tRAS_ns", spec.num("tRAS_ns"), "ACT to PRE minimum in ns", 0, 1e6));
   m_t.tCL = ns_time(tCK_ns * static_cast<double>(p.get_uint(
-                                 "tCL_clk", 36, "read latency RL (RD to first data) in clock cycles", 0, 1000)));
+                                 "tCL_clk", spec.uint("tCL_clk"), "read latency RL (RD to first data) in clock cycles", 0, 1000)));
   m_t.tCWL = ns_time(tCK_ns * static_cast<double>(p.get_uint(
-                                  "tCWL_clk", 18, "write latency WL (WR to first data) in clock cycles", 0, 1000)));
-  m_t.tRTP = ns_time(p.get_double("tRTP_ns", 7.5, "RD to PRE delay in ns", 0, 1e6));
-  m_t.tWR = ns_time(p.get_double("tWR_ns", 18, "write recovery (end of write data to PRE) in ns", 0, 1e6));
-  m_t.tWTR = ns_time(p.get_double("tWTR_ns", 10, "end of write data to RD command in ns", 0, 1e6));
-  m_t.tRRD = ns_time(p.get_double("tRRD_ns", 10, "ACT to ACT delay (different banks) in ns", 0, 1e6));
-  m_t.tFAW = ns_time(p.get_double("tFAW_ns", 40, "four-activate window in ns", 0, 1e6));
-  m_t.tRFC = ns_time(p.get_double("tRFC_ns", 380, "all-bank refresh cycle time tRFCab in ns", 0, 1e6));
-  m_t.tREFI = ns_time(p.get_double("tREFI_ns", 3904, "average refresh interval in ns", 1, 1e9));
+                                  "tCWL_clk", spec.uint("tCWL_clk"), "write latency WL (WR to first data) in clock cycles", 0, 1000)));
+  m_t.tRTP = ns_time(p.get_double("tRTP_ns", spec.num("tRTP_ns"), "RD to PRE delay in ns", 0, 1e6));
+  m_t.tWR = ns_time(p.get_double("tWR_ns", spec.num("tWR_ns"), "write recovery (end of write data to PRE) in ns", 0, 1e6));
+  m_t.tWTR = ns_time(p.get_double("tWTR_ns", spec.num("tWTR_ns"), "end of write data to RD command in ns", 0, 1e6));
+  m_t.tRRD = ns_time(p.get_double("tRRD_ns", spec.num("tRRD_ns"), "ACT to ACT delay (different banks) in ns", 0, 1e6));
+  m_t.tFAW = ns_time(p.get_double("tFAW_ns", spec.num("tFAW_ns"), "four-activate window in ns", 0, 1e6));
+  m_t.tRFC = ns_time(p.get_double("tRFC_ns", spec.num("tRFC_ns"), "all-bank refresh cycle time tRFCab in ns", 0, 1e6));
+  m_t.tREFI = ns_time(p.get_double("tREFI_ns", spec.num("tREFI_ns"), "average refresh interval in ns", 1, 1e9));
   m_refresh = p.get_bool("refresh", true, "model all-bank refresh (false: a what-if without refresh)");
+  m_per_bank = p.get_choice("refresh_mode", "all_bank", {"all_bank", "per_bank"}) == "per_bank";
+  m_t.tRFCpb = ns_time(p.get_double("tRFCpb_ns", spec.num("tRFCpb_ns"), "per-bank refresh cycle time tRFCpb in ns", 0, 1e6));
+  m_alignment = p.get_choice("refresh_alignment", "simultaneous", {"staggered", "simultaneous"}) == "staggered"
+                    ? refresh_alignment::staggered
+                    : refresh_alignment::simultaneous;
+  // Read-to-write turnaround on the data bus: the write data may start RU(tDQSCKmax / tCK) + tWPRE
+  // clocks after the end of the read data (JESD209-4 RD-to-WR: RL + RU(tDQSCKmax/tCK) + BL/2
+  // - WL + tWPRE + RD(tRPST) between the commands). Write-to-read is tWTR (above).
+  const double tDQSCK_ns = p.get_double("tDQSCK_ns", spec.num("tDQSCK_ns"), "read data strobe delay tDQSCK(max) in ns", 0, 1e3);
+  const double tWPRE_clk = static_cast<double>(
+      p.get_uint("tWPRE_clk", spec.uint("tWPRE_clk"), "write preamble in clock cycles", 0, 100));
+  m_t.tRTW = ns_time(tCK_ns * (std::ceil(tDQSCK_ns / tCK_ns - 1e-9) + tWPRE_clk));
+  m_groups = static_cast<unsigned>(p.get_uint("bank_groups", spec.uint("bank_groups"), "bank groups per channel (1: none)", 1, 64));
+  if (m_banks % m_groups != 0) p.fail("bank_groups", "must divide banks_per_channel (" + std::to_string(m_banks) + ")");
+  m_t.tCCD_L = ns_time(p.get_double("tCCD_L_ns", spec.num("tCCD_L_ns"),
+                                    "column-to-column delay within a bank group in ns (0: the burst time)", 0, 1e3));
+  m_policy = p.get_choice("scheduling", "fcfs", {"fcfs", "frfcfs"}) == "frfcfs" ? scheduling::frfcfs
+                                                                                : scheduling::fcfs;
+  m_max_bypass = static_cast<unsigned>(p.get_uint(
+      "frfcfs_max_bypass", 16, "frfcfs: younger requests served before an older one, at most", 0, 1u << 20));
+  m_wq_high = static_cast<unsigned>(p.get_uint(
+      "write_queue_high", 8, "frfcfs: queued writes of a channel that start a write drain", 1, 1u << 20));
+  m_wq_low = static_cast<unsigned>(p.get_uint(
+      "write_queue_low", 2, "frfcfs: queued writes of a channel at which a drain stops", 0, 1u << 20));
+  if (m_wq_low >= m_wq_high) p.fail("write_queue_low", "must be below write_queue_high (" + std::to_string(m_wq_high) + ")");
 
   m_tB = ticks(m_t.tBURST);
   m_tRCD = ticks(m_t.tRCD);
@@ -84,7 +123,10 @@ lpddr4::lpddr4(const sc_core::sc_module_name& name, const memory_args& a)
   m_tRRD = ticks(m_t.tRRD);
   m_tFAW = ticks(m_t.tFAW);
   m_tRFC = ticks(m_t.tRFC);
+  m_tRFCpb = ticks(m_t.tRFCpb);
   m_tREFI = ticks(m_t.tREFI);
+  m_tRTW = ticks(m_t.tRTW);
+  m_tCCD_L = std::max(ticks(m_t.tCCD_L), m_tB);
   if (m_tB == 0) p.fail("data_rate_MTps", "too high for the time resolution (a burst takes no time)");
   // A burst must fit between two refresh windows, or a transfer would never complete.
   const tick gap = m_tRFC + m_tFAW + m_tRRD + m_tRCD + std::max(m_tCL, m_tCWL) + m_tWTR + m_tB;
@@ -93,7 +135,8 @@ lpddr4::lpddr4(const sc_core::sc_module_name& name, const memory_args& a)
                            format_number(sc_core::sc_time::from_value(gap).to_seconds() * 1e9) + " ns)");
 
   // Energy figures of the technology description, tech.lpddr4.
-  const config_node tech = a.tech.child("lpddr4");
+  spec.check_all_used();
+  const config_node tech = a.tech.child(kind.tech_section);
   const double ref_B = tech.require_double("reference_capacity_MiB",
                                            "capacity of the device the figures are given for, MiB", 1e-9) *
                        1024 * 1024;
@@ -108,10 +151,22 @@ lpddr4::lpddr4(const sc_core::sc_module_name& name, const memory_args& a)
   m_refresh_J = tech.require_double("refresh_energy_nJ",
                                     "energy of one all-bank refresh of the reference device, nJ", 0) *
                 1e-9 * (cap / m_channels) / ref_B;
+  if (m_per_bank) m_refresh_J /= m_banks;  // a REFpb refreshes one bank's share of the rows
 
   m_ch.assign(m_channels, channel_state{});
   for (unsigned c = 0; c < m_channels; ++c) m_ch[c].next_refresh = ticks(refresh_phase(c));
   m_bank.assign(static_cast<std::size_t>(m_channels) * m_banks, bank_state{});
+  for (unsigned c = 0; c < m_channels; ++c)
+    for (unsigned b = 0; b < m_banks; ++b)
+      m_bank[static_cast<std::size_t>(c) * m_banks + b].next_refresh = ticks(bank_refresh_phase(c, b));
+  if (m_policy == scheduling::frfcfs) {
+    m_queue.assign(m_channels, channel_queue{});
+    for (auto& cq : m_queue) cq.q.reserve(64);
+    SC_HAS_PROCESS(lpddr4);
+    SC_METHOD(scheduler_process);
+    sensitive << m_wake;
+    dont_initialize();
+  }
 
   m_stats.formula("peak_bandwidth", "GB/s", "data rate x channel width x channels",
                   [this] { return m_peak_Bps / 1e9; });
@@ -152,17 +207,29 @@ lpddr4::location lpddr4::decode(std::uint64_t addr) const {
 }
 
 sc_core::sc_time lpddr4::refresh_phase(unsigned channel) const {
-  // Channels refresh staggered by tREFI / channels, the first half a step after time 0.
+  // Staggered: channels refresh tREFI / channels apart, the first half a step after time 0.
+  // Simultaneous: every channel at tREFI / 2.
+  if (m_alignment == refresh_alignment::simultaneous) return sc_core::sc_time::from_value(m_tREFI / 2);
   return sc_core::sc_time::from_value(m_tREFI * (2 * std::uint64_t{channel} + 1) / (2 * std::uint64_t{m_channels}));
+}
+
+sc_core::sc_time lpddr4::bank_refresh_phase(unsigned channel, unsigned bank) const {
+  const std::uint64_t B = m_banks, C = m_channels;
+  const std::uint64_t c = m_alignment == refresh_alignment::staggered ? channel : 0;
+  return sc_core::sc_time::from_value(m_tREFI * (2 * (std::uint64_t{bank} * C + c) + 1) / (2 * B * C));
 }
 
 std::uint64_t lpddr4::refreshes_until(const sc_core::sc_time& t) const {
   if (!m_refresh) return 0;
   const tick now = ticks(t);
   std::uint64_t n = 0;
-  for (unsigned c = 0; c < m_channels; ++c) {
-    const tick ph = ticks(refresh_phase(c));
+  auto count = [&](tick ph) {
     if (now >= ph) n += (now - ph) / m_tREFI + 1;
+  };
+  for (unsigned c = 0; c < m_channels; ++c) {
+    if (!m_per_bank) count(ticks(refresh_phase(c)));
+    else
+      for (unsigned b = 0; b < m_banks; ++b) count(ticks(bank_refresh_phase(c, b)));
   }
   return n;
 }
@@ -173,6 +240,15 @@ sc_core::sc_time lpddr4::unloaded_latency(tlm::tlm_command cmd, std::uint64_t bu
   if (state != row_state::hit) t += m_tRCD;
   if (state == row_state::conflict) t += m_tRP;
   return sc_core::sc_time::from_value(t);
+}
+
+sc_core::sc_time lpddr4::lone_stream_latency(tlm::tlm_command cmd, std::uint64_t bursts) const {
+  const double L0 = unloaded_latency(cmd, bursts, row_state::hit).to_seconds();
+  if (!m_refresh) return sc_core::sc_time(L0, sc_core::SC_SEC);
+  // Per tREFI the stream loses the window and one re-opening ACT per channel.
+  const double T = m_t.tREFI.to_seconds();
+  const double lost = m_t.tRFC.to_seconds() + m_channels * m_t.tRCD.to_seconds();
+  return sc_core::sc_time(L0 * T / (T - lost), sc_core::SC_SEC);
 }
 
 double lpddr4::refresh_efficiency(tlm::tlm_command cmd) const {
@@ -206,46 +282,71 @@ void lpddr4::apply_refresh(channel_state& ch, unsigned c, std::uint64_t windows)
   ch.next_refresh += windows * m_tREFI;
 }
 
+void lpddr4::apply_bank_refresh(bank_state& bk, std::uint64_t windows) {
+  // Only this bank: its row closed, no ACT before the window ends; the bus stays available.
+  const tick end = bk.next_refresh + (windows - 1) * m_tREFI + m_tRFCpb;
+  if (bk.open_row != no_row) {
+    ++m_precharges;
+    bk.open_row = no_row;
+  }
+  bk.act_ok = std::max(bk.act_ok, end);
+  bk.next_refresh += windows * m_tREFI;
+}
+
+lpddr4::plan lpddr4::plan_segment(unsigned c, unsigned b, std::uint64_t row, bool write,
+                                  tick t) const {
+  const channel_state& ch = m_ch[c];
+  const bank_state& bk = m_bank[static_cast<std::size_t>(c) * m_banks + b];
+  plan p{bk.open_row == row, false, 0, 0};
+  p.conflict = !p.hit && bk.open_row != no_row;
+  tick col;
+  if (p.hit) {
+    col = std::max(t, bk.col_ok);
+  } else {
+    tick act = std::max(t, bk.act_ok);
+    if (p.conflict) act = std::max(act, std::max(t, bk.pre_ok) + m_tRP);
+    if (ch.acts >= 1) act = std::max(act, ch.last_act + m_tRRD);
+    if (ch.acts >= 4) act = std::max(act, ch.faw[ch.faw_pos] + m_tFAW);
+    p.act = act;
+    col = act + m_tRCD;
+  }
+  if (!write && ch.wrote) col = std::max(col, ch.last_write_end + m_tWTR);
+  tick ds = std::max(col + (write ? m_tCWL : m_tCL), ch.bus_free);
+  if (write && ch.last_was_read) ds = std::max(ds, ch.bus_free + m_tRTW);
+  if (m_groups > 1 && b % m_groups == ch.last_group) ds = std::max(ds, ch.last_burst_start + m_tCCD_L);
+  p.data_start = ds;
+  return p;
+}
+
 lpddr4::tick lpddr4::serve_segment(unsigned c, unsigned b, std::uint64_t row, std::uint64_t n,
                                    bool write, tick t) {
   channel_state& ch = m_ch[c];
   bank_state& bk = m_bank[static_cast<std::size_t>(c) * m_banks + b];
-  const tick lat = write ? m_tCWL : m_tCL;
+  // Bursts of one segment are in one bank, so in one bank group: tCCD_L apart.
+  const tick step = m_groups > 1 ? m_tCCD_L : m_tB;
   for (;;) {
-    // Tentative schedule: PRE/ACT as early as the bank and the ACT limits allow, then the bursts
-    // back to back once the bus is free.
-    const bool hit = bk.open_row == row;
-    const bool conflict = !hit && bk.open_row != no_row;
-    tick act = 0, col;
-    if (hit) {
-      col = std::max(t, bk.col_ok);
-    } else {
-      act = std::max(t, bk.act_ok);
-      if (conflict) act = std::max(act, std::max(t, bk.pre_ok) + m_tRP);
-      if (ch.acts >= 1) act = std::max(act, ch.last_act + m_tRRD);
-      if (ch.acts >= 4) act = std::max(act, ch.faw[ch.faw_pos] + m_tFAW);
-      col = act + m_tRCD;
-    }
-    if (!write && ch.wrote) col = std::max(col, ch.last_write_end + m_tWTR);
-    const tick data_start = std::max(col + lat, ch.bus_free);
-    tick data_end = data_start + n * m_tB;
+    const plan pl = plan_segment(c, b, row, write, t);
+    const tick act = pl.act, data_start = pl.data_start;
+    tick data_end = data_start + (n - 1) * step + m_tB;
 
     std::uint64_t now_bursts = n;
-    const bool refresh_due = m_refresh && ch.next_refresh < data_end;
+    // The next window in the way: the channel's REFab, or the bank's own REFpb.
+    const tick next_window = m_per_bank ? bk.next_refresh : ch.next_refresh;
+    const bool refresh_due = m_refresh && next_window < data_end;
     if (refresh_due) {
       // The bursts that complete before the window goes ahead; the rest waits for it.
-      const tick ws = ch.next_refresh;
-      now_bursts = data_start < ws ? std::min(n, (ws - data_start) / m_tB) : 0;
-      data_end = data_start + now_bursts * m_tB;
+      const tick ws = next_window;
+      now_bursts = data_start + m_tB <= ws ? std::min(n, (ws - data_start - m_tB) / step + 1) : 0;
+      data_end = data_start + (now_bursts > 0 ? (now_bursts - 1) * step + m_tB : 0);
     }
     if (now_bursts > 0) {
-      if (hit) {
+      if (pl.hit) {
         m_row_hits += static_cast<double>(now_bursts);
       } else {
         ++m_activations;
         ++m_row_misses;
         m_row_hits += static_cast<double>(now_bursts - 1);
-        if (conflict) {
+        if (pl.conflict) {
           ++m_precharges;
           ++m_row_conflicts;
         }
@@ -257,6 +358,7 @@ lpddr4::tick lpddr4::serve_segment(unsigned c, unsigned b, std::uint64_t row, st
         ch.faw_pos = (ch.faw_pos + 1) % 4;
         if (ch.acts < 4) ++ch.acts;
       }
+      if (ch.last_group != ~0u && ch.last_was_read == write) ++m_turnarounds;
       if (write) {
         bk.pre_ok = std::max(bk.pre_ok, data_end + m_tWR);
         ch.last_write_end = data_end;
@@ -268,32 +370,59 @@ lpddr4::tick lpddr4::serve_segment(unsigned c, unsigned b, std::uint64_t row, st
         m_read_bursts += static_cast<double>(now_bursts);
       }
       ch.bus_free = data_end;
+      ch.last_was_read = !write;
+      ch.last_group = b % m_groups;
+      ch.last_burst_start = data_end - m_tB;
       n -= now_bursts;
     }
     if (!refresh_due) return data_end;
 
-    const tick ws = ch.next_refresh;
+    const tick ws = next_window, rfc = m_per_bank ? m_tRFCpb : m_tRFC;
     std::uint64_t windows = 1;  // windows wholly before `t` passed while the channel was idle
-    if (ws + m_tRFC <= t) windows = (t - ws - m_tRFC) / m_tREFI + 1;
+    if (ws + rfc <= t) windows = (t - ws - rfc) / m_tREFI + 1;
     else ++m_refresh_stalls;
-    apply_refresh(ch, c, windows);
+    if (m_per_bank) apply_bank_refresh(bk, windows);
+    else apply_refresh(ch, c, windows);
     if (n == 0) return data_end;
+  }
+}
+
+template <class F>
+void lpddr4::for_each_segment(std::uint64_t la0, std::uint64_t la1, F&& f) const {
+  // [la0, la1) is contiguous in the channel's own address space: row segments of row_bytes
+  // each, banks cycling fastest.
+  const std::uint64_t R = m_row_bytes, bb = m_burst_bytes;
+  const std::uint64_t s0 = la0 / R, s1 = (la1 - 1) / R;
+  for (std::uint64_t s = s0; s <= s1; ++s) {
+    const std::uint64_t lo = s == s0 ? la0 - s * R : 0;
+    const std::uint64_t hi = s == s1 ? la1 - s * R : R;
+    f(static_cast<unsigned>(s % m_banks), s / m_banks, (hi + bb - 1) / bb - lo / bb);
+  }
+}
+
+template <class F>
+void lpddr4::for_each_channel_part(std::uint64_t addr, std::uint64_t len, F&& f) const {
+  const std::uint64_t G = m_interleave, C = m_channels;
+  const std::uint64_t k0 = addr / G, k1 = (addr + len - 1) / G;  // first and last chunk
+  const std::uint64_t head = addr % G, tail = (addr + len - 1) % G + 1;
+  const std::uint64_t nch = std::min<std::uint64_t>(C, k1 - k0 + 1);
+  for (std::uint64_t i = 0; i < nch; ++i) {
+    // The chunks of channel kf % C are kf, kf + C, ..., kl; in the channel's own address space
+    // they are contiguous, chunk k at (k / C) x G.
+    const std::uint64_t kf = k0 + i;
+    const std::uint64_t kl = k1 - (k1 - kf) % C;
+    const std::uint64_t la0 = (kf / C) * G + (kf == k0 ? head : 0);
+    const std::uint64_t la1 = (kl / C) * G + (kl == k1 ? tail : G);
+    f(static_cast<unsigned>(kf % C), la0, la1);
   }
 }
 
 lpddr4::tick lpddr4::serve_channel(unsigned c, bool write, std::uint64_t la0, std::uint64_t la1,
                                    tick t) {
-  // [la0, la1) is contiguous in the channel's own address space: row segments of row_bytes
-  // each, banks cycling fastest.
-  const std::uint64_t R = m_row_bytes, bb = m_burst_bytes;
-  const std::uint64_t s0 = la0 / R, s1 = (la1 - 1) / R;
   tick end = t;
-  for (std::uint64_t s = s0; s <= s1; ++s) {
-    const std::uint64_t lo = s == s0 ? la0 - s * R : 0;
-    const std::uint64_t hi = s == s1 ? la1 - s * R : R;
-    const std::uint64_t bursts = (hi + bb - 1) / bb - lo / bb;
-    end = serve_segment(c, static_cast<unsigned>(s % m_banks), s / m_banks, bursts, write, t);
-  }
+  for_each_segment(la0, la1, [&](unsigned b, std::uint64_t row, std::uint64_t bursts) {
+    end = serve_segment(c, b, row, bursts, write, t);
+  });
   return end;
 }
 
@@ -302,27 +431,118 @@ sc_core::sc_time lpddr4::service(tlm::tlm_command cmd, std::uint64_t addr, std::
   if (len == 0) return start;
   const tick t = ticks(start);
   const bool write = cmd == tlm::TLM_WRITE_COMMAND;
-  const std::uint64_t G = m_interleave, C = m_channels;
-  const std::uint64_t k0 = addr / G, k1 = (addr + len - 1) / G;  // first and last chunk
-  const std::uint64_t head = addr % G, tail = (addr + len - 1) % G + 1;
-  const std::uint64_t nch = std::min<std::uint64_t>(C, k1 - k0 + 1);
-  tick done = t;
-  for (std::uint64_t i = 0; i < nch; ++i) {
-    // The chunks of channel kf % C are kf, kf + C, ..., kl; in the channel's own address space
-    // they are contiguous, chunk k at (k / C) x G.
-    const std::uint64_t kf = k0 + i;
-    const std::uint64_t kl = k1 - (k1 - kf) % C;
-    const std::uint64_t la0 = (kf / C) * G + (kf == k0 ? head : 0);
-    const std::uint64_t la1 = (kl / C) * G + (kl == k1 ? tail : G);
-    done = std::max(done, serve_channel(static_cast<unsigned>(kf % C), write, la0, la1, t));
+  if (m_policy == scheduling::frfcfs) {
+    enqueue(write, addr, len, t);
+    return deferred();
   }
+  // fcfs: every segment is scheduled now, in arrival order.
+  tick done = t;
+  for_each_channel_part(addr, len, [&](unsigned c, std::uint64_t la0, std::uint64_t la1) {
+    done = std::max(done, serve_channel(c, write, la0, la1, t));
+  });
   return sc_core::sc_time::from_value(done);
+}
+
+void lpddr4::enqueue(bool write, std::uint64_t addr, std::uint64_t len, tick t) {
+  unsigned slot;
+  if (m_free_slots.empty()) {
+    slot = static_cast<unsigned>(m_slots.size());
+    m_slots.emplace_back();
+  } else {
+    slot = m_free_slots.back();
+    m_free_slots.pop_back();
+  }
+  request_slot& rs = m_slots[slot];
+  rs.id = current_request();
+  rs.left = 0;
+  rs.done = t;
+  for_each_channel_part(addr, len, [&](unsigned c, std::uint64_t la0, std::uint64_t la1) {
+    channel_queue& cq = m_queue[c];
+    for_each_segment(la0, la1, [&](unsigned b, std::uint64_t row, std::uint64_t bursts) {
+      cq.q.push_back(pending{t, row, bursts, b, slot, 0, write});
+      ++(write ? cq.writes : cq.reads);
+      ++rs.left;
+    });
+  });
+  // Decisions are taken in the scheduler process (complete() must follow this service() call).
+  m_wake.notify(sc_core::SC_ZERO_TIME);
+}
+
+std::size_t lpddr4::pick(unsigned c, channel_queue& cq) const {
+  // The oldest segment of the class being served (writes while draining, else reads) unless a
+  // younger one of the class can move data earlier (first ready: row hits, idle banks); the
+  // oldest is taken once it has been bypassed frfcfs_max_bypass times.
+  const bool want_write = cq.draining;
+  std::size_t first = 0;
+  while (first < cq.q.size() && cq.q[first].write != want_write) ++first;
+  if (cq.q[first].bypassed >= m_max_bypass) return first;
+  std::size_t best = first;
+  tick best_t = plan_segment(c, cq.q[first].bank, cq.q[first].row, want_write, cq.q[first].arrival).data_start;
+  for (std::size_t i = first + 1; i < cq.q.size(); ++i) {
+    const pending& s = cq.q[i];
+    if (s.write != want_write) continue;
+    const tick e = plan_segment(c, s.bank, s.row, want_write, s.arrival).data_start;
+    if (e < best_t) {
+      best = i;
+      best_t = e;
+    }
+  }
+  return best;
+}
+
+void lpddr4::decide(unsigned c, tick now) {
+  channel_queue& cq = m_queue[c];
+  while (!cq.q.empty() && cq.decide_at <= now) {
+    // Write draining between the watermarks; reads otherwise.
+    if (!cq.draining && (cq.writes >= m_wq_high || cq.reads == 0)) {
+      cq.draining = true;
+      ++m_write_drains;
+    } else if (cq.draining && (cq.writes == 0 || (cq.writes <= m_wq_low && cq.reads > 0))) {
+      cq.draining = false;
+    }
+    const std::size_t k = pick(c, cq);
+    const pending s = cq.q[k];
+    for (std::size_t i = 0; i < k; ++i)
+      if (cq.q[i].write == s.write) ++cq.q[i].bypassed;
+    cq.q.erase(cq.q.begin() + static_cast<std::ptrdiff_t>(k));
+    --(s.write ? cq.writes : cq.reads);
+    const tick end = serve_segment(c, s.bank, s.row, s.bursts, s.write, s.arrival);
+    request_slot& rs = m_slots[s.slot];
+    rs.done = std::max(rs.done, end);
+    if (--rs.left == 0) {
+      complete(rs.id, sc_core::sc_time::from_value(std::max(rs.done, now)));
+      m_free_slots.push_back(s.slot);
+    }
+    // The next column command is chosen RL before the bus is free.
+    const tick bf = m_ch[c].bus_free;
+    cq.decide_at = bf > m_tCL ? bf - m_tCL : 0;
+  }
+}
+
+void lpddr4::scheduler_process() {
+  const tick now = ticks(sc_core::sc_time_stamp());
+  for (unsigned c = 0; c < m_channels; ++c)
+    if (!m_queue[c].q.empty()) decide(c, now);
+  wake(now);
+}
+
+void lpddr4::wake(tick now) {
+  tick next = ~tick{0};
+  for (const auto& cq : m_queue)
+    if (!cq.q.empty()) next = std::min(next, std::max(cq.decide_at, now + 1));
+  if (next != ~tick{0}) m_wake.notify(sc_core::sc_time::from_value(next - now));
 }
 
 KELLE_REGISTER(memories(), "lpddr4",
                "LPDDR4 DRAM: channels, banks, open-page rows, JEDEC timings, refresh, IDD-based energy",
                [](const memory_args& a) -> std::unique_ptr<memory_target> {
-                 return std::make_unique<lpddr4>(a.name.c_str(), a);
+                 return std::make_unique<lpddr4>(a.name.c_str(), a, lpddr4::device_kind{"JEDEC_LPDDR4-4266_x16", "lpddr4"});
+               });
+
+KELLE_REGISTER(memories(), "lpddr5",
+               "LPDDR5 DRAM: 16 banks in 4 bank groups, WCK clocking, JEDEC timings, refresh, IDD-based energy",
+               [](const memory_args& a) -> std::unique_ptr<memory_target> {
+                 return std::make_unique<lpddr4>(a.name.c_str(), a, lpddr4::device_kind{"JEDEC_LPDDR5-6400_x16", "lpddr5"});
                });
 
 }  // namespace kelle

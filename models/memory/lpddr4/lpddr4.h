@@ -36,11 +36,20 @@ class lpddr4 : public memory_target {
 
   struct timing_set {
     sc_core::sc_time tCK, tBURST, tRCD, tRP, tRAS, tCL, tCWL, tRTP, tWR, tWTR, tRRD, tFAW, tRFC,
-        tREFI;
+        tREFI, tRTW, tCCD_L, tRFCpb;
+  };
+  enum class scheduling { fcfs, frfcfs };
+  enum class refresh_alignment { staggered, simultaneous };
+
+  // What distinguishes the DRAM standards built on this model: the memspec used when the
+  // instance names none, and the section of the technology description with its energies.
+  struct device_kind {
+    const char* default_memspec;  // scenarios/memspec/<name>.yaml
+    const char* tech_section;     // tech.<section>
   };
 
   // `name`: the factory's sc_module_name (see memory_target).
-  lpddr4(const sc_core::sc_module_name& name, const memory_args& args);
+  lpddr4(const sc_core::sc_module_name& name, const memory_args& args, const device_kind& kind);
 
   // data rate x channel width x channels.
   double peak_bandwidth_Bps() const override { return m_peak_Bps; }
@@ -53,6 +62,9 @@ class lpddr4 : public memory_target {
   std::uint64_t burst_bytes() const { return m_burst_bytes; }
   std::uint64_t interleave_bytes() const { return m_interleave; }
   bool refresh_enabled() const { return m_refresh; }
+  scheduling policy() const { return m_policy; }
+  refresh_alignment alignment() const { return m_alignment; }
+  unsigned bank_groups() const { return m_groups; }
   const timing_set& timings() const { return m_t; }
 
   // The documented formulas (docs/models/memory-lpddr4.md).
@@ -72,7 +84,16 @@ class lpddr4 : public memory_target {
   std::uint64_t refreshes_until(const sc_core::sc_time& t) const;
   // Start of channel c's first refresh window.
   sc_core::sc_time refresh_phase(unsigned channel) const;
-  // Energy of one REFab of one channel of this instance, J.
+  // refresh_mode per_bank: start of the first REFpb window of bank b of channel c, at
+  // (b x channels + c' + 1/2) tREFI / (banks x channels), c' = c when staggered, else 0.
+  sc_core::sc_time bank_refresh_phase(unsigned channel, unsigned bank) const;
+  bool per_bank_refresh() const { return m_per_bank; }
+  // Mean latency of a lone stream of requests (one in flight) of `bursts` bursts each on one
+  // channel that find their rows open, `channels` channels visited in turn, with refresh:
+  // L0 tREFI / (tREFI - tRFC - channels x tRCD) for simultaneous windows (docs, "Validation").
+  sc_core::sc_time lone_stream_latency(tlm::tlm_command cmd, std::uint64_t bursts) const;
+  // Energy of one refresh command of this instance, J: a REFab of one channel, or with per-bank
+  // refresh a REFpb (the REFab's energy / banks).
   double refresh_energy_J() const { return m_refresh_J; }
   // Background power of the whole instance, W.
   double background_power_W() const { return m_background_W; }
@@ -88,11 +109,15 @@ class lpddr4 : public memory_target {
     tick col_ok = 0;  // earliest column command (ACT + tRCD)
     tick pre_ok = 0;  // earliest precharge (ACT + tRAS, last RD + tRTP, last write data + tWR)
     tick act_ok = 0;  // earliest activate (PRE + tRP, end of a refresh window)
+    tick next_refresh = 0;  // refresh_mode per_bank: the first REFpb window not yet applied
   };
   struct channel_state {
     tick bus_free = 0;        // the data bus is free from
     tick last_write_end = 0;  // end of the last write data (tWTR)
     bool wrote = false;       // whether last_write_end is set
+    bool last_was_read = false;  // direction of the last burst on the bus (turnarounds)
+    unsigned last_group = ~0u;   // bank group of the last burst (tCCD_L)
+    tick last_burst_start = 0;   // start of the last burst on the bus
     tick faw[4] = {0, 0, 0, 0};  // the last four ACT times (ring, oldest at faw_pos)
     unsigned faw_pos = 0;
     unsigned acts = 0;           // ACTs issued, saturating at 4
@@ -100,10 +125,51 @@ class lpddr4 : public memory_target {
     tick next_refresh = 0;    // start of the first refresh window not yet applied
   };
 
+  // A row segment waiting in a channel's queue (scheduling frfcfs).
+  struct pending {
+    tick arrival;
+    std::uint64_t row, bursts;
+    unsigned bank, slot, bypassed;
+    bool write;
+  };
+  // A request whose segments are queued: its id in the base, segments not yet scheduled, and
+  // the end of the last scheduled one.
+  struct request_slot {
+    std::uint64_t id = 0;
+    std::uint64_t left = 0;
+    tick done = 0;
+  };
+  struct channel_queue {
+    std::vector<pending> q;     // arrival order
+    unsigned reads = 0, writes = 0;
+    bool draining = false;      // serving writes (write queue above its high watermark)
+    tick decide_at = 0;         // the next scheduling decision (bus free - RL)
+  };
+
   tick serve_channel(unsigned c, bool write, std::uint64_t la0, std::uint64_t la1, tick t);
+  // Calls f(bank, row, bursts) for each row segment of [la0, la1) in the channel's space.
+  template <class F>
+  void for_each_segment(std::uint64_t la0, std::uint64_t la1, F&& f) const;
+  // frfcfs: queue a request's segments, schedule, and wake up for later decisions.
+  void enqueue(bool write, std::uint64_t addr, std::uint64_t len, tick t);
+  void decide(unsigned c, tick now);
+  std::size_t pick(unsigned c, channel_queue& cq) const;
+  void scheduler_process();
+  void wake(tick now);
   tick serve_segment(unsigned c, unsigned b, std::uint64_t row, std::uint64_t bursts, bool write,
                      tick t);
+  // The tentative schedule of a segment arriving at t: PRE/ACT as early as the bank and the ACT
+  // limits allow, its first burst once the bus is free (turnaround and tCCD_L included).
+  struct plan {
+    bool hit, conflict;
+    tick act, data_start;
+  };
+  plan plan_segment(unsigned c, unsigned b, std::uint64_t row, bool write, tick t) const;
+  // Calls f(channel, la0, la1) for each channel's contiguous part of [addr, addr + len).
+  template <class F>
+  void for_each_channel_part(std::uint64_t addr, std::uint64_t len, F&& f) const;
   void apply_refresh(channel_state& ch, unsigned c, std::uint64_t windows);
+  void apply_bank_refresh(bank_state& bk, std::uint64_t windows);
   static tick ticks(const sc_core::sc_time& t) { return t.value(); }
 
   // Organisation
@@ -111,16 +177,26 @@ class lpddr4 : public memory_target {
   std::uint64_t m_width_bits, m_burst_length, m_burst_bytes, m_row_bytes, m_interleave;
   double m_data_rate_MTps, m_peak_Bps;
   bool m_refresh;
+  bool m_per_bank;            // refresh_mode per_bank (REFpb) instead of all_bank (REFab)
+  scheduling m_policy;
+  refresh_alignment m_alignment;
+  unsigned m_groups;          // bank groups (1: none)
+  unsigned m_max_bypass;      // frfcfs: younger segments served before an old one, at most
+  unsigned m_wq_high, m_wq_low;  // frfcfs: write-queue watermarks per channel (segments)
   timing_set m_t;
   // The same timings in ticks, for the hot path.
   tick m_tB, m_tRCD, m_tRP, m_tRAS, m_tCL, m_tCWL, m_tRTP, m_tWR, m_tWTR, m_tRRD, m_tFAW, m_tRFC,
-      m_tREFI;
+      m_tREFI, m_tRTW, m_tCCD_L, m_tRFCpb;
 
   // Energy figures (tech.lpddr4, scaled to this instance)
   double m_read_J_per_bit, m_write_J_per_bit, m_act_J, m_background_W, m_refresh_J;
 
   std::vector<channel_state> m_ch;
   std::vector<bank_state> m_bank;  // channel-major
+  std::vector<channel_queue> m_queue;   // frfcfs
+  std::vector<request_slot> m_slots;    // frfcfs, reused through m_free_slots
+  std::vector<unsigned> m_free_slots;
+  sc_core::sc_event m_wake;
 
   stat& m_activations;
   stat& m_precharges;
@@ -130,6 +206,8 @@ class lpddr4 : public memory_target {
   stat& m_read_bursts;
   stat& m_write_bursts;
   stat& m_refresh_stalls;
+  stat& m_turnarounds;
+  stat& m_write_drains;
 };
 
 }  // namespace kelle

@@ -20,6 +20,7 @@ field_map field_map::parse(const std::string& text) {
   }
   const std::string expected =
       "msb_lsb, binary16, bfloat16 or bit ranges from bit 15 down to bit 0 such as \"15-8,7-0\"";
+  if (ranges.empty() || ranges.back() == ',') throw std::invalid_argument(expected);
   field_map m;
   m.m_text = text;
   unsigned next = width;  // the next range must start at bit next - 1
@@ -35,8 +36,9 @@ field_map field_map::parse(const std::string& text) {
     } else {
       lo = hi;
     }
-    if (hi + 1 != next || lo > hi) throw std::invalid_argument(expected + " (got '" + item + "' after bit " +
-                                                               std::to_string(next) + ")");
+    if (hi + 1 != next || lo > hi)
+      throw std::invalid_argument(expected + " (got '" + item + "' where a range from bit " + std::to_string(next - 1) +
+                                  " down was next)");
     const std::size_t i = m.m_fields.size();
     m.m_fields.push_back({i < names.size() ? names[i] : "bits_" + std::to_string(hi) + "_" + std::to_string(lo), hi, lo});
     next = lo;

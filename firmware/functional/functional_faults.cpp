@@ -1,22 +1,43 @@
 // The fault model of functional mode: retention faults or a fixed bit-error rate in the KV data
 // the engine reads from the eDRAM, with the writes' times it needs and the flipped-bit counts.
+// The KV's number format (functional.kv_format) decides what a flipped bit does: the value read
+// (binary16, the engine's format) is taken as the stored 16-bit word of that format, the faults
+// flip the word's bits, and the word is read back into binary16 (docs/functional.md, "Number
+// formats"). A word the faults leave alone is read as stored.
 #include "firmware/functional/functional_run.h"
 
 #include "models/memory/memory_target.h"
+#include "firmware/policies/refresh/lifetime_rule.h"
 #include "models/memory/refresh_control.h"
+#include "models/compute/functional/half.h"
 #include "platform/support/hash.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace kelle {
 
 // functional.faults: the mode, its seed and, for a bit-error rate, the rate and the bit groups.
 void functional_run::configure_faults(const config_node& f) {
+  const std::string fmt = f.get_choice("kv_format", "binary16", {"binary16", "bfloat16", "fixed16"});
+  m_kv_format = fmt == "bfloat16" ? number_format::bfloat16 : fmt == "fixed16" ? number_format::fixed16
+                                                                                : number_format::binary16;
+  m_kv_scale = f.get_double("kv_fixed_scale", 1.0 / 1024,
+                            "fixed16: the value of one least significant bit (range +-32768 x scale)", 1e-12);
+  const std::string afmt = f.get_choice("act_format", "binary16", {"binary16", "bfloat16", "fixed16"});
+  m_act_format = afmt == "bfloat16" ? number_format::bfloat16 : afmt == "fixed16" ? number_format::fixed16
+                                                                                 : number_format::binary16;
+  m_act_scale = f.get_double("act_fixed_scale", 1.0 / 1024,
+                             "fixed16 activations: the value of one least significant bit", 1e-12);
   const config_node fl = f.child_or_empty("faults");
   const std::string mode = fl.get_choice("mode", "none", {"none", "retention", "ber"});
   m_fault = mode == "retention" ? fault_mode::retention : mode == "ber" ? fault_mode::ber : fault_mode::none;
   m_fault_seed = fl.get_uint("seed", m_seed, "seed of the cells' retention times and of the bit errors");
+  // `interval`: every bit exposed for its whole interval (KV, refreshed activation fields) or
+  // budget (lifetime-aware activation fields): the steady state of a long run, which a short
+  // functional run does not reach in simulated time.
+  m_exposure_interval = fl.get_choice("exposure", "run", {"run", "interval"}) == "interval";
   if (m_fault == fault_mode::ber) {
     m_ber = fl.require_double("ber", "bit-error rate of each stored bit of the chosen group", 0, 1);
     const std::string g = fl.get_choice("group", "all",
@@ -29,6 +50,57 @@ void functional_run::configure_faults(const config_node& f) {
   }
 }
 
+std::uint16_t functional_run::to_format(std::uint16_t h, number_format fmt, double scale) {
+  switch (fmt) {
+    case number_format::binary16:
+      return h;
+    case number_format::bfloat16: {  // the top 16 bits of the binary32 value, rounded to nearest even
+      const float f = fn::from_half(h);
+      std::uint32_t x;
+      std::memcpy(&x, &f, 4);
+      if ((x & 0x7f800000u) == 0x7f800000u) return std::uint16_t(x >> 16 | ((x & 0xffffu) ? 0x40u : 0u));
+      x += 0x7fffu + ((x >> 16) & 1u);
+      return std::uint16_t(x >> 16);
+    }
+    case number_format::fixed16: {  // two's complement, saturating
+      const double q = std::nearbyint(double(fn::from_half(h)) / scale);
+      const double c = std::isnan(q) ? 0.0 : std::min(32767.0, std::max(-32768.0, q));
+      return std::uint16_t(std::int16_t(c));
+    }
+  }
+  return h;
+}
+
+std::uint16_t functional_run::from_format(std::uint16_t w, number_format fmt, double scale) {
+  switch (fmt) {
+    case number_format::binary16:
+      return w;
+    case number_format::bfloat16: {
+      const std::uint32_t x = std::uint32_t(w) << 16;
+      float f;
+      std::memcpy(&f, &x, 4);
+      // The engine computes in binary16: a finite value beyond its range reads as its largest.
+      if (std::isfinite(f) && std::fabs(f) > 65504.0f) f = std::copysign(65504.0f, f);
+      return fn::to_half(f);
+    }
+    case number_format::fixed16:
+      return fn::to_half(float(double(std::int16_t(w)) * scale));
+  }
+  return w;
+}
+
+const char* functional_run::format_name(number_format f) {
+  return f == number_format::bfloat16 ? "bfloat16" : f == number_format::fixed16 ? "fixed16" : "binary16";
+}
+
+double functional_run::exposure(double tw, double now, double I) {
+  // The longest time the cell went without a write or refresh since its write at tw, refreshed at
+  // every multiple of I.
+  const double kw = std::floor(tw / I), kn = std::floor(now / I);
+  if (kn <= kw) return now - tw;
+  return std::max({(kw + 1) * I - tw, kn - kw >= 2 ? I : 0.0, now - kn * I});
+}
+
 void functional_run::connect_faults(const memory_plan& plan) {
   m_kv_on_chip = plan.kv_layers_on_chip();
   if (m_kv_on_chip && plan.kv(0).k.target) m_kv_edram = plan.kv(0).k.target->refresh();
@@ -36,10 +108,61 @@ void functional_run::connect_faults(const memory_plan& plan) {
   if (m_fault != fault_mode::none) m_written.resize(m_kv_on_chip);  // only the fault model reads it
   for (unsigned l = 0; l < m_written.size(); ++l)
     for (int v = 0; v < 2; ++v) m_written[l][v].assign((v ? plan.kv(l).v : plan.kv(l).k).bytes / 2, kv_elem{});
+  // Retention faults in the activation eDRAM under a refresh policy's lifetime rule.
+  m_act_rule = m_fault == fault_mode::retention && m_refresh ? m_refresh->transient() : nullptr;
+  m_act_edram = m_act_rule && plan.arena().target ? plan.arena().target->refresh() : nullptr;
+  if (m_act_edram) {
+    m_act_written.assign(plan.arena().bytes / 2, 0.0);
+    m_act_flipped.assign(m_act_rule->fields().size(), 0.0);
+  }
+}
+
+void functional_run::inject_activations(std::uint64_t addr, unsigned char* data, std::uint64_t len) {
+  const region& r = m_plan->arena();
+  const std::uint64_t b = std::max(addr, r.addr), e = std::min(addr + len, r.addr + r.bytes);
+  if (b >= e) return;
+  const double now = sc_core::sc_time_stamp().to_seconds();
+  const retention_model& ret = m_act_edram->retention();
+  const double own = m_act_edram->default_refresh_interval().to_seconds();
+  const field_map& fields = m_act_rule->fields();
+  const bool stall_refresh = m_act_rule->stall() == lifetime_rule::stall_action::refresh;
+  for (std::uint64_t a = b; a + 2 <= e; a += 2) {
+    const double tw = m_act_written[(a - r.addr) / 2];
+    const std::uint16_t stored = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
+    const std::uint16_t word = to_format(stored, m_act_format, m_act_scale);
+    std::uint16_t val = word;
+    for (unsigned bit = 0; bit < 16; ++bit) {
+      if (!(val >> bit & 1u)) continue;  // a discharged cell has nothing to lose
+      const unsigned f = fields.field_of(bit);
+      const lifetime_rule::field_rule& rule = m_act_rule->rules()[f];
+      double x;
+      if (rule.budget_us > 0) {  // unrefreshed within the budget; past it, refreshed at every budget
+        const double B = rule.budget_us * 1e-6;
+        x = m_exposure_interval || (stall_refresh && now - tw > B) ? B : now - tw;
+      } else {
+        const double I = rule.interval_us > 0 ? rule.interval_us * 1e-6 : own;
+        x = m_exposure_interval ? I : exposure(tw, now, I);
+      }
+      const std::uint64_t cell = splitmix64(m_fault_seed ^ splitmix64((a << 4) | bit));
+      if (unit_interval(cell) < ret.failure_probability(x)) {
+        val = std::uint16_t(val & ~(1u << bit));
+        m_act_flipped[f] += 1;
+      }
+    }
+    if (val == word) continue;
+    const std::uint16_t out = from_format(val, m_act_format, m_act_scale);
+    data[a - addr] = static_cast<unsigned char>(out & 0xff);
+    data[a - addr + 1] = static_cast<unsigned char>(out >> 8);
+  }
 }
 
 void functional_run::note_write(std::uint64_t addr, std::uint64_t len) {
   const double now = sc_core::sc_time_stamp().to_seconds();
+  if (m_act_edram) {
+    const region& r = m_plan->arena();
+    const std::uint64_t b = std::max(addr, r.addr), e = std::min(addr + len, r.addr + r.bytes);
+    for (std::uint64_t a = b & ~1ull; a < e; a += 2) m_act_written[(a - r.addr) / 2] = now;
+  }
   for (unsigned l = 0; l < m_kv_on_chip; ++l)
     for (int v = 0; v < 2; ++v) {
       const region& r = v ? m_plan->kv(l).v : m_plan->kv(l).k;
@@ -70,7 +193,9 @@ void functional_run::inject(std::uint64_t addr, unsigned char* data, std::uint64
         const std::uint32_t pos = std::uint32_t(h.slot_pos[slot]);
         const bool high = pos < h.score.size() && h.score[pos] > h.threshold;
         const kv_elem& el = m_written[l][v][elem];
-        std::uint16_t val = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
+        const std::uint16_t stored = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
+        const std::uint16_t word = to_format(stored, m_kv_format, m_kv_scale);
+        std::uint16_t val = word;
         for (unsigned bit = 0; bit < 16; ++bit) {
           const bool msb = bit >= 8;
           const int g = (high ? 0 : 2) + (msb ? 0 : 1);
@@ -85,21 +210,19 @@ void functional_run::inject(std::uint64_t addr, unsigned char* data, std::uint64
           }
           if (!(val >> bit & 1u)) continue;  // a discharged cell (0) has nothing to lose
           // Exposure: the longest time the cell went without a write or refresh since its write.
-          double I = m_refresh ? m_refresh->interval_s(high, msb) : 0.0;
+          double I = m_refresh ? m_refresh->bit_interval_s(high, bit) : 0.0;
           if (I <= 0) I = own;
-          const double tw = el.written;
-          const double kw = std::floor(tw / I), kn = std::floor(now / I);
-          double exposure = now - tw;
-          if (kn > kw)
-            exposure = std::max({(kw + 1) * I - tw, kn - kw >= 2 ? I : 0.0, now - kn * I});
           // The cell's retention time is F^-1(u) for its uniform draw u: it has failed iff u < F(exposure).
-          if (unit_interval(cell) < ret.failure_probability(exposure)) {
+          const double x = m_exposure_interval ? I : exposure(el.written, now, I);
+          if (unit_interval(cell) < ret.failure_probability(x)) {
             val = std::uint16_t(val & ~(1u << bit));  // a charged cell leaks to 0
             m_flipped[g] += 1;
           }
         }
-        data[a - addr] = static_cast<unsigned char>(val & 0xff);
-        data[a - addr + 1] = static_cast<unsigned char>(val >> 8);
+        if (val == word) continue;  // no flip: read as stored
+        const std::uint16_t out = from_format(val, m_kv_format, m_kv_scale);
+        data[a - addr] = static_cast<unsigned char>(out & 0xff);
+        data[a - addr + 1] = static_cast<unsigned char>(out >> 8);
       }
     }
 }

@@ -33,12 +33,13 @@ void functional_run::read(std::uint64_t addr, void* dst, std::uint64_t len) {
   auto* p = static_cast<unsigned char*>(dst);
   debug(tlm::TLM_READ_COMMAND, addr, p, len);
   if (m_fault != fault_mode::none && m_kv_on_chip) inject(addr, p, len);
+  if (m_act_edram) inject_activations(addr, p, len);
 }
 
 void functional_run::write(std::uint64_t addr, const void* src, std::uint64_t len) {
   // The debug payload's data pointer is not const; a write only reads through it.
   debug(tlm::TLM_WRITE_COMMAND, addr, const_cast<unsigned char*>(static_cast<const unsigned char*>(src)), len);
-  if (m_fault != fault_mode::none && m_kv_on_chip) note_write(addr, len);  // what inject() reads
+  if ((m_fault != fault_mode::none && m_kv_on_chip) || m_act_edram) note_write(addr, len);  // what inject() reads
 }
 
 void functional_run::write_matrix(std::uint64_t addr, const fn::qmatrix& m, std::uint64_t scales, int layer, char kind) {

@@ -27,6 +27,11 @@ void functional_run::add_results(nlohmann::json& r) const {
                             {"flipped_bits", flipped},
                             {"bits_read", read},
                             {"flip_rate", rate}};
+  if (m_act_edram) {  // retention faults in the activation eDRAM (the refresh policy's lifetime rule)
+    nlohmann::json act = nlohmann::json::object();
+    for (std::size_t i = 0; i < m_act_flipped.size(); ++i) act[m_act_rule->fields().fields()[i].name] = m_act_flipped[i];
+    quality["flipped_bits_activations"] = act;
+  }
   if (q.nll_count) {
     quality["perplexity"] = std::exp(q.nll / q.nll_count);
     quality["reference_perplexity"] = std::exp(q.ref_nll / q.nll_count);
@@ -42,6 +47,10 @@ void functional_run::add_results(nlohmann::json& r) const {
   r["functional"] = {{"model", m_q.cfg.name},
                      {"parameters", m_shape.weight_bytes_stored()},
                      {"activation_format", "binary16"},
+                     {"kv_format", format_name(m_kv_format)},
+                     {"kv_fixed_scale", m_kv_scale},
+                     {"act_format", format_name(m_act_format)},
+                     {"act_fixed_scale", m_act_scale},
                      {"tokens", toks},
                      {"commands_computed", m_engine->commands()},
                      {"faults", m_fault == fault_mode::none ? "none" : m_fault == fault_mode::ber ? "ber" : "retention"},

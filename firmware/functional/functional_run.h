@@ -137,6 +137,15 @@ class functional_run : public functional_hooks, public fn::memory_port {
   void embed(const pass_info& p, std::uint64_t x_addr);
   int kv_layer_of(std::uint64_t addr, bool& is_v) const;
   void inject(std::uint64_t addr, unsigned char* data, std::uint64_t len);
+  // Retention faults in the activation eDRAM's arena, under the refresh policy's lifetime rule.
+  void inject_activations(std::uint64_t addr, unsigned char* data, std::uint64_t len);
+  enum class number_format { binary16, bfloat16, fixed16 };
+  // A stored value (binary16 bits) as the 16-bit word of a number format, and back.
+  static std::uint16_t to_format(std::uint16_t half_bits, number_format f, double scale);
+  static std::uint16_t from_format(std::uint16_t word, number_format f, double scale);
+  static const char* format_name(number_format f);
+  // The longest time a cell written at tw and refreshed at every multiple of I went unrefreshed by now.
+  static double exposure(double tw, double now, double I);
   void note_write(std::uint64_t addr, std::uint64_t len);
 
   platform_view& m_platform;
@@ -171,9 +180,16 @@ class functional_run : public functional_hooks, public fn::memory_port {
   std::unordered_map<std::uint64_t, std::vector<std::pair<std::uint32_t, float>>> m_probs;
   // Faults.
   enum class fault_mode { none, retention, ber } m_fault = fault_mode::none;
+  number_format m_kv_format = number_format::binary16, m_act_format = number_format::binary16;
+  double m_kv_scale = 1.0 / 1024, m_act_scale = 1.0 / 1024;  // fixed16: the value of one LSB
+  const lifetime_rule* m_act_rule = nullptr;  // activation faults: the policy's lifetime rule
+  refresh_control* m_act_edram = nullptr;
+  std::vector<double> m_act_written;           // per 16-bit element of the arena: last write
+  std::vector<double> m_act_flipped;           // by field of the rule's map
   double m_ber = 0;
   std::array<bool, 4> m_ber_groups{};               // hst_msb, hst_lsb, lst_msb, lst_lsb
   std::uint64_t m_fault_seed = 1;
+  bool m_exposure_interval = false;  // faults.exposure: interval
   refresh_control* m_kv_edram = nullptr;
   unsigned m_kv_on_chip = 0;
   std::vector<std::array<std::vector<kv_elem>, 2>> m_written;  // on-chip layers: K, V elements

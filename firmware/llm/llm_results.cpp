@@ -14,6 +14,45 @@
 
 namespace kelle {
 
+// refresh.kv_fields, the KV's expected failed bits by field and, under the lifetime rule, the
+// activations' figures (docs/policies/refresh.md). Sampled decode: the decode passes' share of
+// the activations' figures is scaled from the detailed steps to every step.
+void llm_workload::add_refresh_fields(nlohmann::json& out) const {
+  out["kv_fields"] = m_refresh->kv_fields().text();
+  const region& kv0 = m_plan->kv_layers_on_chip() > 0 ? m_plan->kv(0).k : m_plan->kv(0).k_chip;
+  refresh_control* e = m_plan->kv_layers_touching_chip() > 0 && kv0.target ? kv0.target->refresh() : nullptr;
+  nlohmann::json by = nlohmann::json::object();
+  if (e && m_refresh->name() != "none") {
+    const auto f = m_refresh->expected_failed_bits_by_field(e->retention());
+    for (std::size_t i = 0; i < f.size(); ++i) by[m_refresh->kv_fields().fields()[i].name] = f[i];
+  }
+  out["expected_failed_bits_by_field"] = by;
+  const lifetime_rule* t = m_refresh->transient();
+  if (!t) return;
+  const auto& all = t->totals();
+  const auto& pre = m_transient_prefill;
+  const double k = m_detailed_steps > 0 ? double(m_decode) / double(m_detailed_steps) : 0.0;
+  auto scaled = [&](double a, double p) { return p + (a - p) * k; };
+  nlohmann::json fields = nlohmann::json::object();
+  for (std::size_t i = 0; i < t->fields().size(); ++i) {
+    const auto& rule = t->rules()[i];
+    fields[t->fields().fields()[i].name] = {
+        {"bits", t->fields().fields()[i].bits()},
+        {"interval_us", rule.budget_us > 0 ? nlohmann::json(nullptr) : nlohmann::json(rule.interval_us)},
+        {"budget_us", rule.budget_us > 0 ? nlohmann::json(rule.budget_us) : nlohmann::json(nullptr)},
+        {"stored_bits", scaled(all.bits[i], pre.bits.empty() ? 0.0 : pre.bits[i])},
+        {"expected_failed_bits",
+         scaled(all.expected_failed_bits[i], pre.bits.empty() ? 0.0 : pre.expected_failed_bits[i])},
+        {"refreshed_bytes", scaled(all.refreshed_bytes[i], pre.bits.empty() ? 0.0 : pre.refreshed_bytes[i])}};
+  }
+  out["activation"] = {{"fields", t->fields().text()},
+                       {"stall", t->stall() == lifetime_rule::stall_action::refresh ? "refresh" : "count"},
+                       {"buffers", scaled(all.buffers, pre.buffers)},
+                       {"within_budget", scaled(all.within_budget, pre.within_budget)},
+                       {"outlived", scaled(all.outlived, pre.outlived)},
+                       {"by_field", fields}};
+}
+
 void llm_workload::add_results(nlohmann::json& r) const {
   const double total = m_prefill_s + m_decode_s;
   const double generated = static_cast<double>(m_batch) * static_cast<double>(m_decode);
@@ -124,6 +163,7 @@ void llm_workload::add_results(nlohmann::json& r) const {
                   {"energy_J", r.contains("energy_J") ? r["energy_J"]["edram_refresh"] : nlohmann::json(nullptr)},
                   {"expected_failed_bits", fail},
                   {"avg_failure_rate", rate}};
+  add_refresh_fields(r["refresh"]);
   r["llm"] = {{"model", m_model.name},
               {"batch", m_batch},
               {"context_len", m_context},

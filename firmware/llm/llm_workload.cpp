@@ -102,6 +102,7 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   }
   m_driver = std::make_unique<driver>("firmware", a.platform);
   m_ops = std::make_unique<layer_ops>(*m_driver, *m_plan, m_model, a.platform);
+  m_ops->set_transient_refresh(m_refresh->transient());  // the lifetime rule, if the policy has one
   if (m_policy && m_policy->recomputes())  // AERP: how much to recompute, from the hardware
     m_recompute = std::make_unique<recompute_plan>(*m_policy, m_model, m_batch, *m_plan, *m_ops, a.platform);
   if (m_fn) m_fn->connect(*m_driver, *m_plan, *m_ops, m_policy.get(), m_refresh.get());
@@ -267,6 +268,7 @@ void llm_workload::run() {
     progress("prefill", 1, 1);
   }
   m_prefill_s = sc_core::sc_time_stamp().to_seconds();
+  if (const lifetime_rule* t = m_refresh->transient()) m_transient_prefill = t->totals();
   progress("decode step", 0, static_cast<unsigned>(m_decode));
   // Detailed: the first two steps (a slope to extrapolate with from the start), every k-th, the
   // last, and the first two of every new regime.

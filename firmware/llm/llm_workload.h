@@ -112,6 +112,8 @@ class llm_workload : public workload {
   std::unique_ptr<attention_source> m_source;
   std::unique_ptr<kv_policy> m_policy;
   std::unique_ptr<refresh_policy> m_refresh;
+  lifetime_rule::figures m_transient_prefill;  // the lifetime rule's figures after the prefill
+  void add_refresh_fields(nlohmann::json& refresh) const;
   double m_recompute_macs = 0;  // over the run, from the policy's reports
   std::unique_ptr<class recompute_plan> m_recompute;  // AERP: the recomputation budget
   std::unique_ptr<memory_plan> m_plan;

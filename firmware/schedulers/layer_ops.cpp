@@ -1,5 +1,6 @@
 #include "firmware/schedulers/layer_ops.h"
 
+#include "firmware/policies/refresh/lifetime_rule.h"
 #include "models/memory/refresh_control.h"
 
 #include <algorithm>
@@ -264,6 +265,10 @@ tensor layer_ops::produce(const std::string& kind, std::uint64_t bytes) {
   tensor t;
   t.where = m_plan.alloc(bytes);
   t.kind = kind;
+  if (m_transient) {  // its fields' refresh, before it is written
+    std::uint64_t local = 0;
+    if (refresh_control* e = refresh_of(t.where, local)) m_transient->placed(*e, local, bytes);
+  }
   return t;
 }
 
@@ -284,6 +289,8 @@ void layer_ops::last_use(tensor& t, const ticket& consumer) {
     if (i >= 0) {
       m_lifetimes[i].end = sc_core::sc_time_stamp();
       m_lifetimes[i].open = false;
+      if (m_transient && e)  // the lifetime rule: its unrefreshed fields' refresh or failures
+        m_transient->released(*e, bytes, (m_lifetimes[i].end - m_lifetimes[i].start).to_seconds());
     }
     if (e) e->release(local, bytes);  // dead data is no longer refreshed
   });

@@ -19,6 +19,7 @@
 namespace kelle {
 
 class refresh_control;
+class lifetime_rule;
 
 // One pass over the model: the prefill of the context or one decode step, for every sequence.
 struct pass_info {
@@ -131,6 +132,8 @@ class layer_ops {
   tensor produce(const std::string& kind, std::uint64_t bytes);  // allocate; call done() after
   void produced(tensor& t, const ticket& producer);               // opens the lifetime
   void last_use(tensor& t, const ticket& consumer);               // closes it at completion
+  // The refresh policy's lifetime rule for the activation buffers (null: the array's own interval).
+  void set_transient_refresh(lifetime_rule* r) { m_transient = r; }
   // Waits for `t`'s producer unless it runs on `block` (blocks keep their commands in order).
   void depend(const tensor& t, const compute_block* block);
 
@@ -233,6 +236,7 @@ class layer_ops {
   traffic m_dram_traffic;
   double m_kv_written = 0;
   std::vector<lifetime_record> m_lifetimes;
+  lifetime_rule* m_transient = nullptr;
   functional_hooks* m_fn = nullptr;
   driver::target* m_rsa = nullptr;      // the blocks, resolved once
   driver::target* m_sfu = nullptr;

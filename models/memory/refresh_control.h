@@ -1,6 +1,6 @@
 // What a memory whose cells need refresh offers the firmware (refresh policies, activation
-// lifetimes, functional faults): the refresh interval of an address range, releasing dead data,
-// and the accounting sampled decode extrapolates. The eDRAM implements it; a plugin memory may
+// lifetimes, functional faults): the refresh interval of an address range (or none, for
+// transient data), releasing dead data, and the accounting sampled decode extrapolates. The eDRAM implements it; a plugin memory may
 // too (memory_target::refresh() returns it). Addresses are local to the memory.
 #pragma once
 
@@ -17,6 +17,11 @@ class refresh_control {
   virtual ~refresh_control() = default;
   // Data in [addr, addr+len) is refreshed every `interval` from now on.
   virtual void set_refresh_interval(std::uint64_t addr, std::uint64_t len, const sc_core::sc_time& interval) = 0;
+  // Data in [addr, addr+len) is not refreshed from now on while it lives (transient data whose
+  // lifetime the firmware accounts: the lifetime rule of the refresh policies).
+  virtual void set_unrefreshed(std::uint64_t addr, std::uint64_t len) = 0;
+  // Bytes refreshed outside the intervals (the lifetime rule's refreshes of a stalled buffer).
+  virtual void add_refresh(double bytes) = 0;
   // Data in [addr, addr+len) is dead: it is no longer refreshed.
   virtual void release(std::uint64_t addr, std::uint64_t len) = 0;
   // Data in [addr, addr+len) is stored from now on, as after a write (data placed without

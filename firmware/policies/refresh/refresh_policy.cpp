@@ -20,10 +20,38 @@ void refresh_policy::record(std::uint64_t addr, std::vector<range> r) {
   m_ranges.emplace_back(addr, std::move(r));
 }
 
+void refresh_policy::apply_fields(refresh_control& e, std::uint64_t addr, std::uint64_t bytes, double high,
+                                  const std::vector<double>& high_us, const std::vector<double>& low_us) {
+  std::vector<range> ranges;
+  for (std::size_t f = 0; f < m_kv_fields.size(); ++f) {
+    const std::uint64_t b = m_kv_fields.begin(bytes, f), n = m_kv_fields.begin(bytes, f + 1) - b;
+    const std::uint64_t hi = static_cast<std::uint64_t>(high * double(n));
+    const std::uint64_t parts[2][2] = {{addr + b, hi}, {addr + b + hi, n - hi}};
+    const double interval[2] = {high_us[f], low_us[f]};
+    for (int i = 0; i < 2; ++i) {
+      if (parts[i][1] == 0) continue;
+      e.set_refresh_interval(parts[i][0], parts[i][1], us(interval[i]));
+      ranges.push_back({double(parts[i][1]) * 8, interval[i] * 1e-6, unsigned(f)});
+    }
+  }
+  record(addr, std::move(ranges));
+}
+
 double refresh_policy::expected_failed_bits(const retention_model& m) const {
   double bits = 0;
   for (const auto& [a, v] : m_ranges)
     for (const range& r : v) bits += r.bits * m.failure_probability(r.interval_s);
+  return bits;
+}
+
+std::vector<double> refresh_policy::expected_failed_bits_by_field(const retention_model& m) const {
+  std::vector<double> bits(m_kv_fields.size(), 0.0);
+  for (const auto& [a, v] : m_ranges)
+    for (const range& r : v)
+      for (std::size_t f = 0; f < bits.size(); ++f)
+        if (r.field == f || r.field == all_fields)
+          bits[f] += r.bits * m.failure_probability(r.interval_s) *
+                     (r.field == f ? 1.0 : double(m_kv_fields.fields()[f].bits()) / field_map::width);
   return bits;
 }
 

@@ -14,7 +14,7 @@ class uniform : public refresh_policy {
   double interval_s(bool, bool) const override { return m_us * 1e-6; }
   void apply(refresh_control& e, std::uint64_t addr, std::uint64_t bytes, const kv_layer_report*) override {
     e.set_refresh_interval(addr, bytes, us(m_us));
-    record(addr, {{double(bytes) * 8, m_us * 1e-6}});
+    record(addr, {{double(bytes) * 8, m_us * 1e-6, all_fields}});
   }
 
  private:

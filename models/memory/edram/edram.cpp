@@ -39,6 +39,10 @@ edram::edram(const sc_core::sc_module_name& name, const memory_args& a)
                  [this] { return refreshed_bytes() * 8 * m_refresh_J_per_bit; });
   m_stats.formula("refreshed_bytes", "B", "bytes refreshed (live bytes x refresh ticks)",
                   [this] { return refreshed_bytes(); });
+  m_stats.formula("refreshed_bytes_lifetime", "B",
+                  "of which: transient data that outlived its retention budget, refreshed by the refresh "
+                  "policy's lifetime rule (detailed passes)",
+                  [this] { return m_refresh_lifetime; });
   m_stats.formula("refresh_passes", "count", "refreshed bytes / capacity (equivalent full passes)",
                   [this] { return refreshed_bytes() / static_cast<double>(capacity_bytes()); });
   m_stats.formula("refresh_busy_time", "s",
@@ -49,10 +53,11 @@ edram::edram(const sc_core::sc_module_name& name, const memory_args& a)
   m_stats.formula("live_bytes", "B", "bytes being refreshed at the end of the run",
                   [this] { return static_cast<double>(live_bytes()); });
   m_stats.formula("retention_failure_rate", "fraction",
-                  "average over stored bit-time of P(fail | refresh interval)", [this] {
+                  "average over refreshed stored bit-time of P(fail | refresh interval)", [this] {
                     advance(sc_core::sc_time_stamp());
                     double w = 0, p = 0;
                     for (const auto& c : m_intervals) {
+                      if (c.period == sc_core::SC_ZERO_TIME) continue;  // the lifetime rule's
                       w += c.live_bit_s;
                       p += c.live_bit_s * m_retention.failure_probability(c.period.to_seconds());
                     }
@@ -72,9 +77,10 @@ void edram::advance(const sc_core::sc_time& now) {
   const double t0 = m_accounted_until.to_seconds(), t1 = now.to_seconds();
   for (auto& c : m_intervals) {
     if (c.live_bytes == 0) continue;
-    const sc_core::sc_time::value_type p = c.period.value();
-    const double ticks = static_cast<double>(now.value() / p - m_accounted_until.value() / p);
-    c.refreshed_bytes += static_cast<double>(c.live_bytes) * ticks;
+    if (const sc_core::sc_time::value_type p = c.period.value()) {
+      const double ticks = static_cast<double>(now.value() / p - m_accounted_until.value() / p);
+      c.refreshed_bytes += static_cast<double>(c.live_bytes) * ticks;
+    }
     c.live_bit_s += static_cast<double>(c.live_bytes) * 8 * (t1 - t0);
   }
   m_accounted_until = now;
@@ -82,7 +88,7 @@ void edram::advance(const sc_core::sc_time& now) {
 
 double edram::refreshed_bytes() {
   advance(sc_core::sc_time_stamp());
-  double s = m_refresh_extrapolated.value();
+  double s = m_refresh_extrapolated.value() + m_refresh_lifetime;
   for (const auto& c : m_intervals) s += c.refreshed_bytes;
   return s;
 }
@@ -90,7 +96,7 @@ double edram::refreshed_bytes() {
 double edram::refresh_rate_Bps() const {
   double r = 0;
   for (const auto& c : m_intervals)
-    if (c.live_bytes) r += static_cast<double>(c.live_bytes) / c.period.to_seconds();
+    if (c.live_bytes && c.period > sc_core::SC_ZERO_TIME) r += static_cast<double>(c.live_bytes) / c.period.to_seconds();
   return r;
 }
 
@@ -159,6 +165,11 @@ void edram::set_refresh_interval(std::uint64_t addr, std::uint64_t len, const sc
   update(addr, addr + len, [idx](segment& s) { s.interval = idx; });
 }
 
+void edram::set_unrefreshed(std::uint64_t addr, std::uint64_t len) {
+  const unsigned idx = interval_index(sc_core::SC_ZERO_TIME);
+  update(addr, addr + len, [idx](segment& s) { s.interval = idx; });
+}
+
 void edram::trace_refresh() const {
   double live = 0, watts = 0;
   for (const auto& c : m_intervals)
@@ -178,7 +189,7 @@ double edram::access_share(const sc_core::sc_time&) {
   // Rows refreshed per second per bank x time per row refresh.
   double busy = 0;
   for (const auto& c : m_intervals)
-    if (c.live_bytes)
+    if (c.live_bytes && c.period > sc_core::SC_ZERO_TIME)
       busy += static_cast<double>(c.live_bytes) / m_row_bytes / c.period.to_seconds();
   busy *= m_refresh_row_time.to_seconds() / m_banks;
   if (busy >= 0.95) {
@@ -197,6 +208,7 @@ void edram::read_errors(std::uint64_t addr, std::uint64_t len, const sc_core::sc
     if (!it->second.live) continue;
     const std::uint64_t b = std::max(it->first, addr), e = std::min(it->second.end, end);
     const sc_core::sc_time& p = m_intervals[it->second.interval].period;
+    if (p == sc_core::SC_ZERO_TIME) continue;  // transient data: the lifetime rule accounts it
     // Time since the last refresh tick (an upper bound for data written after that tick).
     const double since = sc_core::sc_time::from_value(now.value() % p.value()).to_seconds();
     const double bits = static_cast<double>(e - b) * 8;

@@ -30,6 +30,10 @@ class edram : public banked_array, public refresh_control {
 
   // Data in [addr, addr+len) is refreshed every `interval` from now on (0: never refreshed).
   void set_refresh_interval(std::uint64_t addr, std::uint64_t len, const sc_core::sc_time& interval) override;
+  // Data in [addr, addr+len) is not refreshed while it lives (transient data under the lifetime
+  // rule: its refresh and failures are accounted by the firmware, add_refresh()).
+  void set_unrefreshed(std::uint64_t addr, std::uint64_t len) override;
+  void add_refresh(double bytes) override { m_refresh_lifetime += bytes; }
   // Data in [addr, addr+len) is dead: it is no longer refreshed (scope `written`).
   void release(std::uint64_t addr, std::uint64_t len) override;
   // Data in [addr, addr+len) is stored from now on, as after a write (for data placed without
@@ -62,7 +66,7 @@ class edram : public banked_array, public refresh_control {
     bool operator==(const segment& o) const { return interval == o.interval && live == o.live; }
   };
   struct interval_class {
-    sc_core::sc_time period;     // refresh interval (SC_ZERO_TIME: not refreshed)
+    sc_core::sc_time period;     // refresh interval (SC_ZERO_TIME: not refreshed, set_unrefreshed)
     std::uint64_t live_bytes = 0;
     double refreshed_bytes = 0;  // bytes refreshed so far
     double live_bit_s = 0;       // integral of live bits over time
@@ -92,6 +96,9 @@ class edram : public banked_array, public refresh_control {
   stat& m_expected_read_errors;
   stat& m_bits_read_live;
   stat& m_refresh_extrapolated;  // bytes, included in refreshed_bytes()
+  // Bytes the lifetime rule refreshed, included in refreshed_bytes() (not a counter: sampled
+  // decode extrapolates it as part of the refreshed bytes).
+  double m_refresh_lifetime = 0;
 };
 
 }  // namespace kelle

@@ -1,0 +1,61 @@
+// The lifetime rule for transient data (activation buffers): the firmware knows from the schedule
+// when each buffer is written (its producer completes) and when it dies (its last consumer
+// completes). A value's bits are grouped by a field map; a field is either refreshed at an
+// interval (0: the array's own) or lifetime-aware with a retention budget B: it is left
+// unrefreshed, and
+//   - a buffer consumed within B (lifetime L <= B) costs no refresh; its expected failed bits are
+//     bits x P(fail | L);
+//   - a buffer that lives longer (a stall, or a buffer that spans the pass) is, with
+//     `stall: refresh`, refreshed at every multiple of B it outlives (floor(L / B) refreshes of
+//     the field's bytes, failures bits x P(B)), or, with `stall: count`, left alone and its
+//     failures counted (bits x P(L)).
+// Per buffer, not per transaction: two interval changes when it is placed, one account when it
+// dies. The refreshes a stall costs are added to the array's refreshed bytes when the buffer dies
+// (refresh_control::add_refresh), so energy and sampled decode see them.
+#pragma once
+
+#include "firmware/policies/refresh/field_map.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace kelle {
+
+class refresh_control;
+class retention_model;
+
+class lifetime_rule {
+ public:
+  enum class stall_action { refresh, count };
+  struct field_rule {
+    double interval_us;  // refreshed fields: their interval (0: the array's own)
+    double budget_us;    // > 0: lifetime-aware with this retention budget (not refreshed)
+  };
+  // Figures since the start of the run, by field.
+  struct figures {
+    std::vector<double> bits;                  // bits placed in the field (each buffer once)
+    std::vector<double> expected_failed_bits;  // lifetime-aware fields
+    std::vector<double> refreshed_bytes;       // stalls' refreshes
+    double buffers = 0, within_budget = 0, outlived = 0;  // buffers of lifetime-aware fields
+  };
+
+  lifetime_rule(field_map fields, std::vector<field_rule> rules, stall_action stall);
+
+  // A buffer of `bytes` at `addr` (local to `e`) is allocated, before it is written.
+  void placed(refresh_control& e, std::uint64_t addr, std::uint64_t bytes);
+  // Its last consumer completed `lifetime_s` after its producer did; before the array releases it.
+  void released(refresh_control& e, std::uint64_t bytes, double lifetime_s);
+
+  const field_map& fields() const { return m_fields; }
+  const std::vector<field_rule>& rules() const { return m_rules; }
+  stall_action stall() const { return m_stall; }
+  const figures& totals() const { return m_fig; }
+
+ private:
+  field_map m_fields;
+  std::vector<field_rule> m_rules;
+  stall_action m_stall;
+  figures m_fig;
+};
+
+}  // namespace kelle

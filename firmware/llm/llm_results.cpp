@@ -140,6 +140,7 @@ void llm_workload::add_results(nlohmann::json& r) const {
                                      : 0},
               {"placement", m_plan->describe()},
               {"energy_per_token_J", generated > 0 ? energy / generated : 0.0}};
+  if (!m_task_origins.is_null()) r["llm"]["origins"] = m_task_origins;
   if (m_fn) m_fn->add_results(r);  // `quality` and `functional`
 }
 
@@ -161,6 +162,7 @@ std::string llm_workload::report() const {
                 m_ops->dram().weights / 1e6, m_ops->dram().kv / 1e6, m_ops->dram().activations / 1e6,
                 r["activation_lifetimes"]["total_s"].get<double>() * 1e3);
   std::string s = buf;
+  if (!m_task_note.empty()) s += "  " + m_task_note + "\n";
   if (m_sample_every > 1) {
     std::snprintf(buf, sizeof buf,
                   "  sampled decode     %u of %llu decode steps simulated in detail (every %u-th, the first two and "

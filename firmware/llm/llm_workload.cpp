@@ -34,6 +34,28 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   m_decode = p.get_uint("decode_len", task.decode_len, "tokens generated per sequence", 0, 1 << 24);
   m_skip_prefill = p.get_bool("skip_prefill", false,
                               "decode only: the context's KV is taken as already in the cache");
+  if (task_name != "none") {
+    // A key given beside the task wins over the task's value; say so, since a task named on the
+    // command line over a scenario that sets its own lengths keeps the scenario's.
+    const std::string task_from = p.origin("task");
+    m_task_origins = nlohmann::json::object();
+    m_task_origins["task"] = task_from;
+    std::string kept;
+    const std::pair<const char*, std::uint64_t> own[] = {
+        {"batch", task.batch}, {"context_len", task.context_len}, {"decode_len", task.decode_len}};
+    const std::uint64_t used[] = {m_batch, m_context, m_decode};
+    for (std::size_t i = 0; i < 3; ++i) {
+      const std::string from = p.origin(own[i].first);
+      m_task_origins[own[i].first] = from == "default" ? "task " + task_name : from;
+      if (from != "default" && used[i] != own[i].second)
+        kept += std::string(kept.empty() ? "" : ", ") + own[i].first + " " + std::to_string(used[i]) + " (" + from +
+                "; the task's " + std::to_string(own[i].second) + ")";
+    }
+    if (!kept.empty()) {
+      m_task_note = "task " + task_name + " (" + task_from + "): kept " + kept;
+      std::fprintf(stderr, "kelle-vp: note: %s\n", m_task_note.c_str());
+    }
+  }
   const std::uint64_t limit = p.get_uint("max_tokens", 65536, "limit on context_len + decode_len per sequence", 1);
   if (m_context + m_decode > limit)
     p.fail("context_len", "context_len + decode_len = " + std::to_string(m_context + m_decode) +
@@ -74,6 +96,10 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
     const bool functional_scores = m_fn && att.get_choice("type", "functional", attention_sources().name_list()) == "functional";
     m_source = functional_scores ? m_fn->make_source()
                                  : make_attention_source(attention_source_args{att, m_model.layers, m_model.heads});
+    if (!functional_scores && m_source->max_tokens() < m_context + m_decode)
+      att.fail("file", "the attention trace records " + std::to_string(m_source->max_tokens()) +
+                           " tokens per sequence; the run needs context_len + decode_len = " +
+                           std::to_string(m_context + m_decode));
     kv_policy_args pa{pol, m_model, m_batch, m_source.get()};
     pa.deferred_scores = functional_scores;  // the step's scores exist only after its attention
     pa.task_budget = task.kv_budget;
@@ -101,7 +127,7 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
     m_recompute = std::make_unique<recompute_plan>(*m_policy, m_model, m_batch, *m_plan, *m_ops, a.platform);
   if (m_fn) m_fn->connect(*m_driver, *m_plan, *m_ops, m_policy.get(), m_refresh.get());
   m_layer_s.assign(m_model.layers, 0.0);
-  pass_trace::attach(m_model.layers);  // the timeline records only the passes in its range
+  pass_trace::attach(m_model.layers, m_skip_prefill ? 1 : 0, static_cast<unsigned>(m_decode));  // the timeline records only the passes in its range
 
   m_stats.formula("commands", "count", "commands the firmware submitted",
                   [this] { return static_cast<double>(m_driver->commands_submitted()) + m_extra_commands; });

@@ -92,6 +92,10 @@ class llm_workload : public workload {
   unsigned m_batch;
   std::uint64_t m_context, m_decode;
   std::string m_scheduler_name;
+  // With a named task: where the lengths and the batch came from (the task or a key that set
+  // them), and a line for the report when keys of a file shadow a task named on the command line.
+  nlohmann::json m_task_origins;
+  std::string m_task_note;
   std::unique_ptr<attention_source> m_source;
   std::unique_ptr<kv_policy> m_policy;
   std::unique_ptr<refresh_policy> m_refresh;

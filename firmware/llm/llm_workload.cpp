@@ -5,6 +5,7 @@
 #include "firmware/functional/functional_run.h"
 #include "firmware/llm/pass_trace.h"
 #include "firmware/llm/recompute_plan.h"
+#include "models/compute/compute_block.h"
 #include "models/interconnect/router.h"
 #include "models/memory/refresh_control.h"
 #include "models/memory/memory_target.h"
@@ -121,6 +122,7 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
       for (unsigned l = 0; l < m_plan->kv_layers_touching_chip(); ++l) groups[l] = true;
     m_policy->groups_each_pass(groups);
   }
+  check_sfu_rows(a, kv_tokens);
   m_driver = std::make_unique<driver>("firmware", a.platform);
   m_ops = std::make_unique<layer_ops>(*m_driver, *m_plan, m_model, a.platform);
   if (m_policy && m_policy->recomputes())  // AERP: how much to recompute, from the hardware
@@ -144,6 +146,31 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
 }
 
 llm_workload::~llm_workload() = default;
+
+// The SFU's row commands must fit its buffer: a norm over a hidden vector and a softmax over a
+// row of scores (every key a query attends to). A system whose SFU would refuse them is an
+// input error now, not a failed command in the middle of the run.
+void llm_workload::check_sfu_rows(const workload_args& a, std::uint64_t keys) const {
+  compute_block* sfu = a.platform.block("sfu");
+  if (!sfu) return;
+  const opcode norm = m_model.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm;
+  const std::pair<opcode, std::uint64_t> rows[] = {{norm, m_model.hidden}, {opcode::softmax, keys}};
+  for (const auto& [op, k] : rows) {
+    command c;
+    c.op = op;
+    c.m = 1;
+    c.k = static_cast<std::uint32_t>(std::min<std::uint64_t>(k, 0xffffffffu));
+    c.n = 1;
+    c.batch = 1;
+    const cmd_status st = sfu->check(c);
+    if (st != cmd_status::ok)
+      a.root->child_or_empty("system").child_or_empty("compute").child_or_empty("sfu").fail(
+          "buffer_KiB", "the SFU refuses " + to_string(op) + " over a row of " + std::to_string(k) + " elements (" +
+                            to_string(st) + "), which this run needs (" +
+                            (op == opcode::softmax ? "the keys a query attends to" : "the model's hidden size") +
+                            "); raise system.compute.sfu.buffer_KiB or shorten the run");
+  }
+}
 
 void llm_workload::progress(const char* phase, unsigned step, unsigned steps) {
   if (!m_progress) return;

@@ -87,6 +87,8 @@ class llm_workload : public workload {
   // Sets the refresh intervals of the on-chip KV regions held in eDRAM.
   void apply_refresh();
   void progress(const char* phase, unsigned step, unsigned steps);
+  // Input error when the system's SFU would refuse a row command the run needs.
+  void check_sfu_rows(const workload_args& a, std::uint64_t keys) const;
 
   model_shape m_model;
   unsigned m_batch;

@@ -99,6 +99,40 @@ bool within_nodes(const YAML::Node& n, std::uint64_t& budget) {
   return true;
 }
 
+// The line (from 1) of a document whose first token is ',' (0: none). yaml-cpp 0.7 never
+// returns from such a text (it allocates until memory runs out); a flow indicator cannot start
+// a document, so it is a syntax error found before the parser sees it.
+std::size_t comma_at_document_start(const std::string& text) {
+  bool at_start = true;
+  std::size_t line = 0, pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t nl = text.find('\n', pos);
+    std::string l = text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? text.size() + 1 : nl + 1;
+    ++line;
+    const std::size_t b = l.find_first_not_of(" \t\r");
+    if (b == std::string::npos || l[b] == '#') continue;
+    l = l.substr(b);
+    if (l.compare(0, 3, "---") == 0 && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r')) {
+      const std::size_t r = l.find_first_not_of(" \t\r", 3);
+      if (r == std::string::npos || l[r] == '#') {
+        at_start = true;
+        continue;
+      }
+      l = l.substr(r);
+      at_start = true;
+    } else if (l.compare(0, 3, "...") == 0) {
+      at_start = true;
+      continue;
+    } else if (at_start && l[0] == '%') {
+      continue;  // a directive
+    }
+    if (at_start && l[0] == ',') return line;
+    at_start = false;
+  }
+  return 0;
+}
+
 std::string line_of(const std::string& name, const YAML::Mark& m) {
   return name + ":" + std::to_string(m.line + 1);
 }
@@ -236,6 +270,8 @@ struct loader {
 
   YAML::Node parse(const std::string& text, const std::string& name) {
     std::vector<YAML::Node> docs;
+    if (const std::size_t l = comma_at_document_start(text))
+      throw config_error(name + ":" + std::to_string(l) + ": YAML syntax error: a document cannot start with ','");
     try {
       docs = YAML::LoadAll(text);
     } catch (const YAML::ParserException& e) {
@@ -395,6 +431,7 @@ void config::apply_override(const std::string& assignment) {
   const std::string text = assignment.substr(eq + 1);
   if (text.empty()) throw config_error(where + ": the value is empty");
   YAML::Node value;
+  if (comma_at_document_start(text)) throw config_error(where + ": the value is not valid YAML: it cannot start with ','");
   try {
     value = YAML::Load(text);
   } catch (const YAML::Exception& e) {

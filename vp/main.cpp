@@ -1,6 +1,7 @@
 // kelle-vp: the command-line front end of the platform.
 //   kelle-vp                      run the default scenario and print the report
 //   kelle-vp run FILE [-p k=v]... [-o DIR [--force]]
+//   kelle-vp check FILE [-p k=v]...  load, validate, elaborate; no simulation (scripts/sweep --dry-run)
 //   kelle-vp list [KIND]          registered names of a kind (memories, workloads, ...)
 //   run ... --timeline FILE.json [--timeline-steps A:B]  a Chrome/Perfetto trace (docs/timeline.md)
 //   --plugin FILE (run, list, op; repeatable) loads a plugin first (platform/plugin/loader.h)
@@ -14,7 +15,14 @@
 #include <CLI/CLI.hpp>
 #include <systemc>
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -33,6 +41,8 @@ struct run_options {
   std::string outdir;
   bool force = false;
   bool quiet = false;
+  bool check_only = false;           // `kelle-vp check`: load, validate, elaborate; no simulation
+  bool outdir_given = false, timeline_given = false, steps_given = false;
   kelle::timeline_options timeline;  // path empty: no timeline
   std::string timeline_steps = "0:2";
 };
@@ -40,83 +50,200 @@ struct run_options {
 // Files a run writes (the llm workload adds its CSVs); a folder holding any of them has results.
 const char* const result_files[] = {"results.json", "report.txt", "steps.csv", "layers.csv"};
 
-// Refuses to write into a folder that already holds results, unless forced.
-void prepare_outdir(const run_options& o) {
-  if (o.outdir.empty()) return;
-  const fs::path dir(o.outdir);
-  if (fs::exists(dir) && !fs::is_directory(dir))
-    throw kelle::config_error(o.outdir + ": -o expects a folder, and this is a file");
-  if (!o.force)
-    for (const char* f : result_files)
-      if (fs::exists(dir / f))
-        throw kelle::config_error(o.outdir + " already holds results (" + f +
-                                  "); choose another folder or add --force to overwrite");
-  fs::create_directories(dir);
+// ---- outputs: written under a temporary name, renamed when complete ----------------------------
+// An interrupted run (SIGINT, SIGTERM) removes its temporary files and leaves the user's files as
+// they were: the old file or nothing.
+constexpr int max_temp = 8;
+char g_temp[max_temp][4096];
+volatile std::sig_atomic_t g_temps = 0;
+
+extern "C" void on_signal(int sig) {
+  for (int i = 0; i < g_temps; ++i)
+    if (g_temp[i][0]) ::unlink(g_temp[i]);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
 }
 
-// Checks the timeline options and starts the recorder (before the platform is built: the
-// workload claims the recording window). Refuses to overwrite a file unless forced.
-void start_timeline(run_options& o) {
+// A temporary name beside `final` (same folder: the rename is atomic), removed on a signal or
+// when the run fails.
+struct temp_file {
+  std::string path;
+  int slot = -1;
+  explicit temp_file(const fs::path& final) {
+    path = (final.parent_path() / ("." + final.filename().string() + ".tmp" + std::to_string(::getpid()))).string();
+    if (g_temps < max_temp && path.size() < sizeof g_temp[0]) {
+      slot = g_temps;
+      std::snprintf(g_temp[slot], sizeof g_temp[slot], "%s", path.c_str());
+      g_temps = g_temps + 1;
+    }
+  }
+  temp_file(const temp_file&) = delete;
+  temp_file& operator=(const temp_file&) = delete;
+  // Renames the temporary file to `final`.
+  void commit(const fs::path& final, const std::string& option) {
+    std::error_code ec;
+    fs::rename(path, final, ec);
+    if (ec) throw kelle::config_error(option + " " + final.string() + ": cannot write the file (" + ec.message() + ")");
+    forget();
+  }
+  void forget() {
+    if (slot >= 0) g_temp[slot][0] = '\0';
+    slot = -1;
+    path.clear();
+  }
+  ~temp_file() {
+    if (path.empty()) return;
+    std::error_code ec;
+    fs::remove(path, ec);
+    forget();
+  }
+};
+
+void write_file_atomic(const fs::path& p, const std::string& text) {
+  temp_file t(p);
+  {
+    std::ofstream f(t.path, std::ios::binary);
+    if (!(f << text) || !(f.flush()))
+      throw std::runtime_error("-o " + p.string() + ": cannot write the file (" + std::strerror(errno) + ")");
+  }
+  t.commit(p, "-o");
+}
+
+bool same_file(const fs::path& a, const fs::path& b) {
+  std::error_code e1, e2;
+  const fs::path ca = fs::weakly_canonical(a, e1), cb = fs::weakly_canonical(b, e2);
+  return !e1 && !e2 && ca == cb;
+}
+
+// Whether `dir` exists or can be created: its nearest existing ancestor is a writable folder.
+void check_creatable(const fs::path& dir, const std::string& option) {
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec);
+  while (!p.empty() && !fs::exists(p, ec) && p != p.parent_path()) p = p.parent_path();
+  if (!fs::is_directory(p, ec))
+    throw kelle::config_error(option + ": cannot create the folder (" + p.string() + " is not a folder)");
+  if (::access(p.c_str(), W_OK | X_OK) != 0)
+    throw kelle::config_error(option + ": cannot create the folder (" + p.string() + " is not writable)");
+}
+
+// Checks every output option before anything is read or written: a run that is refused touches
+// no file.
+void check_outputs(run_options& o) {
+  std::error_code ec;
+  if (o.outdir_given && o.outdir.empty()) throw kelle::config_error("-o: expected a folder, got an empty name");
+  if (o.timeline_given && o.timeline.path.empty())
+    throw kelle::config_error("--timeline: expected a file name, got an empty one");
+  if (!o.timeline_given) {
+    if (o.steps_given) throw kelle::config_error("--timeline-steps: needs --timeline FILE (nothing is recorded without it)");
+  }
   const auto [a, b] = kelle::parse_step_range(o.timeline_steps);
   o.timeline.first_step = a;
   o.timeline.last_step = b;
   if (o.timeline.max_events == 0)
     throw kelle::config_error("--timeline-max-events 0: expected at least 1 event");
-  if (!(o.timeline.gap_ns >= 0))
+  if (!(o.timeline.gap_ns >= 0) || !std::isfinite(o.timeline.gap_ns))
     throw kelle::config_error("--timeline-gap-ns: expected a gap >= 0 ns");
+  if (!o.outdir.empty()) {
+    const fs::path dir(o.outdir);
+    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+      throw kelle::config_error("-o " + o.outdir + ": expected a folder, and this is a file");
+    if (!o.force)
+      for (const char* f : result_files)
+        if (fs::exists(dir / f, ec))
+          throw kelle::config_error("-o " + o.outdir + " already holds results (" + f +
+                                    "); choose another folder or add --force to overwrite");
+    check_creatable(dir, "-o " + o.outdir);
+  }
   if (o.timeline.path.empty()) return;
   const fs::path f(o.timeline.path);
-  if (fs::is_directory(f)) throw kelle::config_error(o.timeline.path + ": --timeline expects a file, and this is a folder");
-  if (fs::exists(f) && !o.force)
-    throw kelle::config_error(o.timeline.path + " already exists; choose another file or add --force to overwrite");
-  if (f.has_parent_path()) fs::create_directories(f.parent_path());
-  kelle::timeline::get().start(o.timeline);
+  if (fs::is_directory(f, ec)) throw kelle::config_error("--timeline " + o.timeline.path + ": expected a file, and this is a folder");
+  if (same_file(f, o.scenario))
+    throw kelle::config_error("--timeline " + o.timeline.path + ": this is the scenario file; choose another file");
+  if (!o.outdir.empty())
+    for (const char* r : result_files)
+      if (same_file(f, fs::path(o.outdir) / r))
+        throw kelle::config_error("--timeline " + o.timeline.path + ": -o " + o.outdir + " writes " + r +
+                                  " there; choose another file");
+  if (fs::exists(f, ec) && !o.force)
+    throw kelle::config_error("--timeline " + o.timeline.path + " already exists; choose another file or add --force to overwrite");
+  check_creatable(fs::absolute(f, ec).parent_path(), "--timeline " + o.timeline.path);
 }
 
-// Closes the timeline however the run ends; a run that fails before recording anything leaves no file.
+void make_folder(const fs::path& dir, const std::string& option) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw kelle::config_error(option + ": cannot create the folder (" + ec.message() + ")");
+}
+
+// Closes the timeline however the run ends (the temporary file is then removed).
 struct timeline_guard {
-  const run_options& o;
-  bool done = false;
   ~timeline_guard() {
-    if (done || !kelle::timeline::open()) return;
-    const bool empty = kelle::timeline::get().events() == 0;
+    if (!kelle::timeline::open()) return;
     try {
       kelle::timeline::get().finish();
     } catch (const std::exception&) {
     }
-    std::error_code ec;
-    if (empty) fs::remove(o.timeline.path, ec);
   }
 };
 
-void write_file(const fs::path& p, const std::string& text) {
-  std::ofstream f(p);
-  if (!(f << text)) throw std::runtime_error(p.string() + ": cannot write");
-}
-
 int run(run_options& o) {
-  prepare_outdir(o);
-  start_timeline(o);
-  timeline_guard guard{o};
+  if (!o.check_only) check_outputs(o);
   kelle::config cfg = kelle::config::load(o.scenario, o.overrides);
+  const std::string timeline_file = o.timeline.path;
+  std::unique_ptr<temp_file> timeline_tmp;
+  timeline_guard guard;
+  if (!timeline_file.empty() && !o.check_only) {
+    // Started before the platform is built (the workload claims the recording window), into a
+    // temporary file that becomes the user's file only when the run completes.
+    make_folder(fs::path(timeline_file).parent_path(), "--timeline " + timeline_file);
+    timeline_tmp = std::make_unique<temp_file>(fs::path(timeline_file));
+    o.timeline.path = timeline_tmp->path;
+    try {
+      kelle::timeline::get().start(o.timeline);
+    } catch (const std::runtime_error&) {
+      throw kelle::config_error("--timeline " + timeline_file + ": cannot write the file (" + std::strerror(errno) + ")");
+    }
+  }
   kelle::platform p(cfg);
+  if (o.check_only) {
+    std::printf("%s: ok (scenario '%s', system %s)\n", o.scenario.c_str(),
+                cfg.effective()["name"] ? cfg.effective()["name"].Scalar().c_str() : "",
+                cfg.effective()["system"]["name"] ? cfg.effective()["system"]["name"].Scalar().c_str() : "custom");
+    return 0;
+  }
   p.run();
   if (kelle::timeline::open()) {
-    guard.done = true;
     const std::uint64_t events = kelle::timeline::get().finish();
-    std::cerr << "Timeline written to " << o.timeline.path << " (" << events << " events, "
-              << fs::file_size(o.timeline.path) << " bytes, passes " << o.timeline.first_step << ".."
-              << o.timeline.last_step << ")\n";
+    const std::uint64_t bytes = fs::file_size(timeline_tmp->path);
+    timeline_tmp->commit(timeline_file, "--timeline");
+    std::cerr << "Timeline written to " << timeline_file << " (" << events << " events, " << bytes
+              << " bytes, passes " << o.timeline.first_step << ".." << o.timeline.last_step << ")\n";
   }
   const std::string report = p.report();
   if (!o.quiet) std::cout << report << std::flush;
   if (!o.outdir.empty()) {
-    write_file(fs::path(o.outdir) / "results.json", p.results().dump(2) + "\n");
-    write_file(fs::path(o.outdir) / "report.txt", report);
-    for (const auto& [name, text] : p.work().extra_files()) write_file(fs::path(o.outdir) / name, text);
+    make_folder(o.outdir, "-o " + o.outdir);
+    write_file_atomic(fs::path(o.outdir) / "results.json", p.results().dump(2) + "\n");
+    write_file_atomic(fs::path(o.outdir) / "report.txt", report);
+    for (const auto& [name, text] : p.work().extra_files()) write_file_atomic(fs::path(o.outdir) / name, text);
     std::cerr << "Results written to " << o.outdir << "/\n";
   }
   return 0;
+}
+
+// A whole number in [min, max] for an option (CLI11 would wrap "-1" around to 2^64 - 1).
+CLI::Validator whole(std::uint64_t min, std::uint64_t max) {
+  return CLI::Validator(
+      [min, max](std::string& s) -> std::string {
+        const bool digits = !s.empty() && s.size() <= 20 && s.find_first_not_of("0123456789") == std::string::npos;
+        errno = 0;
+        const unsigned long long v = digits ? std::strtoull(s.c_str(), nullptr, 10) : 0;
+        if (!digits || errno == ERANGE || v < min || v > max)
+          return "expected a whole number in [" + std::to_string(min) + ", " + std::to_string(max) + "], got '" + s + "'";
+        return {};
+      },
+      "UINT", "whole");
 }
 
 struct op_options {
@@ -145,6 +272,12 @@ int op(const op_options& o) {
     std::cout << p.report() << std::flush;
   }
   return r["op"]["status"] == "ok" ? 0 : 1;
+}
+
+std::string one_line(std::string m) {
+  for (char& c : m)
+    if (c == '\n' || c == '\r') c = ' ';
+  return m;
 }
 
 int list(const std::string& kind) {
@@ -182,22 +315,32 @@ int sc_main(int argc, char* argv[]) {
   auto* run_cmd = app.add_subcommand("run", "run a scenario");
   run_cmd->add_option("scenario", ro.scenario, "scenario file (YAML)")->required();
   run_cmd->add_option("-p,--param", ro.overrides, "override a key: key.path=value (repeatable)");
-  run_cmd->add_option("-o,--outdir", ro.outdir, "write results.json and report.txt into this folder");
+  auto* outdir_opt = run_cmd->add_option("-o,--outdir", ro.outdir, "write results.json and report.txt into this folder");
   run_cmd->add_flag("--force", ro.force, "overwrite results already in the output folder");
   run_cmd->add_flag("-q,--quiet", ro.quiet, "do not print the report");
-  run_cmd->add_option("--timeline", ro.timeline.path,
-                      "write a Chrome/Perfetto trace (JSON) of the run to this file (docs/timeline.md)");
-  run_cmd->add_option("--timeline-steps", ro.timeline_steps,
-                      "passes the timeline records, A:B inclusive (0 is the prefill, N decode step N); default 0:2");
-  run_cmd->add_option("--timeline-layer", ro.timeline.layer,
-                      "layer whose activation lifetimes the timeline draws; default 0");
+  auto* timeline_opt = run_cmd->add_option(
+      "--timeline", ro.timeline.path, "write a Chrome/Perfetto trace (JSON) of the run to this file (docs/timeline.md)");
+  auto* steps_opt = run_cmd->add_option(
+      "--timeline-steps", ro.timeline_steps,
+      "passes the timeline records, A:B inclusive (0 is the prefill, N decode step N); default 0:2");
+  run_cmd->add_option("--timeline-layer", ro.timeline.layer, "layer whose activation lifetimes the timeline draws; default 0")
+      ->check(whole(0, 1u << 16));
   run_cmd->add_option("--timeline-max-events", ro.timeline.max_events,
-                      "the timeline stops recording after this many events; default 2000000");
+                      "the timeline stops recording after this many events; default 2000000")
+      ->check(whole(1, std::uint64_t(1) << 40));
   run_cmd->add_option("--timeline-gap-ns", ro.timeline.gap_ns,
                       "a memory's busy span closes after this idle gap, ns; default 5000");
   std::vector<std::string> plugins;
   const char* plugin_help = "load a plugin (shared library) first (repeatable)";
   run_cmd->add_option("--plugin", plugins, plugin_help);
+
+  run_options co;
+  co.check_only = true;
+  auto* check_cmd = app.add_subcommand(
+      "check", "load, validate and elaborate a scenario without simulating it (exit 0: it would run)");
+  check_cmd->add_option("scenario", co.scenario, "scenario file (YAML)")->required();
+  check_cmd->add_option("-p,--param", co.overrides, "override a key: key.path=value (repeatable)");
+  check_cmd->add_option("--plugin", plugins, plugin_help);
 
   std::string kind;
   auto* list_cmd = app.add_subcommand("list", "print the registered names of a kind");
@@ -207,10 +350,11 @@ int sc_main(int argc, char* argv[]) {
   op_options oo;
   auto* op_cmd = app.add_subcommand("op", "run one command on a compute block and print its cost");
   op_cmd->add_option("name", oo.name, "the command: gemm, gemm_transposed, softmax, ...")->required();
-  op_cmd->add_option("--m", oo.m, "rows M (tokens)");
-  op_cmd->add_option("--k", oo.k, "reduction length / row length K");
-  op_cmd->add_option("--n", oo.n, "output columns N");
-  op_cmd->add_option("--extra", oo.extra, "stacked recompute rows (gemm)");
+  const std::uint64_t dim_max = std::uint64_t(1) << 24;
+  op_cmd->add_option("--m", oo.m, "rows M (tokens)")->check(whole(1, dim_max));
+  op_cmd->add_option("--k", oo.k, "reduction length / row length K")->check(whole(1, dim_max));
+  op_cmd->add_option("--n", oo.n, "output columns N")->check(whole(1, dim_max));
+  op_cmd->add_option("--extra", oo.extra, "stacked recompute rows (gemm)")->check(whole(0, dim_max));
   op_cmd->add_option("--system", oo.system, "built-in system name or system file");
   op_cmd->add_option("-p,--param", oo.overrides, "override a key: key.path=value (repeatable)");
   op_cmd->add_flag("--json", oo.json, "print one JSON object (cycles, utilization, energy_J, ...)");
@@ -218,22 +362,45 @@ int sc_main(int argc, char* argv[]) {
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // The parser's own message on one line, in the platform's form.
+    std::string m = e.what();
+    for (char& c : m)
+      if (c == '\n') c = ' ';
+    while (!m.empty() && m.back() == ' ') m.pop_back();
+    std::fprintf(stderr, "kelle-vp: error: command line: %s (kelle-vp --help)\n", m.c_str());
+    return 2;
   }
+  ro.outdir_given = outdir_opt->count() > 0;
+  ro.timeline_given = timeline_opt->count() > 0;
+  ro.steps_given = steps_opt->count() > 0;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_signal);
   try {
     for (const auto& p : plugins) kelle::load_plugin(p, "command line --plugin");
     if (*list_cmd) return list(kind);
     if (*op_cmd) return op(oo);
+    if (*check_cmd) return run(co);
     return run(ro);
   } catch (const kelle::config_error& e) {
-    std::fprintf(stderr, "kelle-vp: error: %s\n", e.what());
+    std::fprintf(stderr, "kelle-vp: error: %s\n", one_line(e.what()).c_str());
+    return 2;
+  } catch (const fs::filesystem_error& e) {
+    std::fprintf(stderr, "kelle-vp: error: %s: %s\n", e.path1().string().c_str(), e.code().message().c_str());
     return 2;
   } catch (const sc_core::sc_report& e) {
-    std::fprintf(stderr, "kelle-vp: error: %s: %s\n", e.get_msg_type(), e.get_msg());
+    std::fprintf(stderr, "kelle-vp: error: %s: %s\n", e.get_msg_type(), one_line(e.get_msg()).c_str());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "kelle-vp: error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kelle-vp: error: %s\n", e.what());
+    std::fprintf(stderr, "kelle-vp: error: %s\n", one_line(e.what()).c_str());
     return 1;
   }
 }

@@ -4,6 +4,7 @@
 #include "platform/plugin/loader.h"
 #include "platform/stats/stats.h"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -32,6 +33,8 @@ platform::platform(config& cfg) : m_cfg(cfg) {
   m_time_limit_s = sim.get_double("time_limit_s", 3600.0,
                                   "simulated seconds after which an unfinished run is an error", 1e-12);
 
+  if (!root.has("tech"))
+    root.fail("tech", "missing; expected a map (name a system, system: kelle_edram, or include a technology file)");
   const config_node tech = root.child("tech");
   tech.get_double("node_nm", 65, "technology node in nm", 1);
   tech.get_double("temperature_C", 105, "temperature the figures are given for, C");
@@ -86,7 +89,17 @@ platform::platform(config& cfg) : m_cfg(cfg) {
   m_workload = workloads().create(type, workload_args{wl, *this, &root});
 
   // Sections of the shared technology description this system has no instance of.
-  for (const auto& k : tech.keys()) cfg.accept_unread(tech.key_path(k));
+  // A section is a model's (tech.<model>): one no model has is a typo, not a spare section.
+  std::vector<std::string> models = memories().name_list();
+  for (const auto& n : compute_blocks().name_list()) models.push_back(n);
+  for (const auto& k : tech.keys()) {
+    if (tech.is_map(k) && std::find(models.begin(), models.end(), k) == models.end()) {
+      std::string list;
+      for (const auto& n : models) list += (list.empty() ? "" : ", ") + n;
+      tech.fail(k, "no memory or compute model is named '" + k + "' (a tech section is a model's: " + list + ")");
+    }
+    cfg.accept_unread(tech.key_path(k));
+  }
   // The system's firmware defaults (system.firmware) when no firmware runs (traffic, op); when
   // one does, it has read them and a key it did not read is a typo.
   if (sys.is_map("firmware")) cfg.accept_unread(sys.key_path("firmware"));

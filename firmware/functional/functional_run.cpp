@@ -33,11 +33,7 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
   // from the copies their cache slots still hold (the same commands).
   m_x_from_cache = f.get_choice("x_tokens", "recompute", {"recompute", "cache"}) == "cache";
   // The model: the weights file `workload.model` names, or seeded weights of its shape.
-  std::string file;
-  if (wl.has("model") && !wl.is_map("model")) {
-    const std::string s = wl.require_string("model", "a model name or a weights file");
-    if (!models().has(s) && fn::looks_like_weights_file(s)) file = s;
-  }
+  const std::string file = weights_file_of(wl);
   if (shape.ffn_type != ffn_kind::gated_silu || shape.norm != norm_kind::rmsnorm)
     wl.fail("model", "functional mode runs Llama-style models (gated SiLU FFN, RMSNorm); " + shape.name + " is not");
   if (shape.head_dim * shape.heads != shape.hidden)
@@ -63,8 +59,8 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
 
   // Tokens: a text (teacher-forced, with perplexity) or a seeded random prompt.
   m_tokens.assign(batch, {});
-  const std::string text = f.get_string("text", "", "a text file: the prompt and the forced continuation (perplexity)");
-  const std::string tok = f.get_string("tokenizer", "", "llama2.c tokenizer.bin for `text`");
+  const std::string text = f.get_path("text", "", "a text file: the prompt and the forced continuation (perplexity)");
+  const std::string tok = f.get_path("tokenizer", "", "llama2.c tokenizer.bin for `text`");
   if (!text.empty()) {
     if (tok.empty()) f.fail("tokenizer", "functional.text needs a tokenizer (llama2.c tokenizer.bin)");
     std::ifstream in(text);

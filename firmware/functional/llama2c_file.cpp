@@ -7,6 +7,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
+#include <limits>
 
 namespace kelle::fn {
 
@@ -31,10 +33,29 @@ llama_config llama2c_config(const std::string& path, const std::string& bytes) {
 }
 
 std::uint64_t llama2c_floats(const llama_config& c) {
+  // Every product and sum checked: a header's fields (up to 2^31 each) can make the count wrap
+  // around 2^64 to a small number that a short file then matches. A count that wraps is
+  // reported as the largest value (no file has that size).
   const std::uint64_t d = c.dim, f = c.ffn, L = c.layers, kv = c.kv_dim(), hd = c.head_dim();
-  std::uint64_t n = std::uint64_t(c.vocab) * d + L * d + L * d * d + 2 * L * d * kv + L * d * d + L * d +
-                    3 * L * d * f + d + 2 * std::uint64_t(c.seq_len) * hd / 2;
-  if (!c.tied) n += std::uint64_t(c.vocab) * d;
+  std::uint64_t n = 0;
+  bool wraps = false;
+  auto add = [&](std::initializer_list<std::uint64_t> factors) {
+    std::uint64_t p = 1;
+    for (std::uint64_t x : factors) wraps |= __builtin_mul_overflow(p, x, &p);
+    wraps |= __builtin_add_overflow(n, p, &n);
+  };
+  add({c.vocab, d});
+  add({L, d});
+  add({L, d, d});
+  add({2, L, d, kv});
+  add({L, d, d});
+  add({L, d});
+  add({3, L, d, f});
+  add({d});
+  add({2, c.seq_len, hd / 2});
+  if (!c.tied) add({c.vocab, d});
+  // the file's bytes: 28 + 4 n must fit too
+  if (wraps || n > (std::numeric_limits<std::uint64_t>::max() - 28) / 4) return std::numeric_limits<std::uint64_t>::max() / 8;
   return n;
 }
 

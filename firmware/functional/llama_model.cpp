@@ -22,6 +22,11 @@ namespace model_files {
 }
 
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) bad(path, "is a folder, expected a file");
+  if (!std::filesystem::is_regular_file(path, ec)) bad(path, "cannot open the file (not a regular file)");
+  const std::uint64_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size > (std::uint64_t(4) << 30)) bad(path, std::to_string(size) + " bytes; a model file may have at most 4 GiB");
   std::ifstream f(path, std::ios::binary);
   if (!f) bad(path, "cannot open the file");
   std::ostringstream s;
@@ -88,6 +93,9 @@ bool looks_like_weights_file(const std::string& s) {
 }
 
 llama_config read_weights_config(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    bad(path, "not a regular file, expected a model file");
   std::ifstream f(path, std::ios::binary);
   if (!f) bad(path, "cannot open the file");
   char head[28] = {};
@@ -106,10 +114,28 @@ llama_config read_weights_config(const std::string& path) {
   return c;
 }
 
+namespace {
+
+// A NaN or an infinity in the weights would run through every block and be reported as numbers.
+void check_finite(const std::string& path, const char* what, const std::vector<float>& v) {
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i]))
+      bad(path, std::string("weight ") + std::to_string(i) + " of " + what + " is " + (std::isnan(v[i]) ? "NaN" : "infinite") +
+                    " (expected finite weights)");
+}
+
+}  // namespace
+
 llama_weights load_weights(const std::string& path) {
   const std::string bytes = read_file(path);
-  if (is_safetensors(bytes)) return load_st(path, bytes);
-  return load_llama2c(path, bytes);
+  llama_weights w = is_safetensors(bytes) ? load_st(path, bytes) : load_llama2c(path, bytes);
+  check_finite(path, "the embedding", w.embed);
+  for (const auto& l : w.layers)
+    for (const auto* v : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.gate, &l.down, &l.up})
+      check_finite(path, "a layer", *v);
+  check_finite(path, "the final norm", w.final_norm);
+  check_finite(path, "the classifier", w.classifier);
+  return w;
 }
 
 llama_weights random_weights(const llama_config& c, std::uint64_t seed) {

@@ -31,6 +31,7 @@ struct st_file {
 
 st_file parse_st(const std::string& path, const std::string& bytes) {
   st_file s;
+  if (bytes.size() < 8) bad(path, "shorter than a safetensors header length (8 bytes)");
   const std::uint64_t n = le64(bytes.data());
   if (n > bytes.size() - 8) bad(path, "safetensors header length " + std::to_string(n) + " exceeds the file");
   try {
@@ -79,8 +80,15 @@ const nlohmann::json& st_entry(const std::string& path, const st_file& s, const 
 
 std::vector<std::uint64_t> st_shape(const std::string& path, const st_file& s, const std::string& name) {
   const auto& e = st_entry(path, s, name);
-  if (!e.contains("shape") || !e["shape"].is_array()) bad(path, "tensor '" + name + "' has no shape");
-  return e["shape"].get<std::vector<std::uint64_t>>();
+  if (!e.is_object() || !e.contains("shape") || !e["shape"].is_array()) bad(path, "tensor '" + name + "' has no shape");
+  std::vector<std::uint64_t> shape;
+  for (const auto& d : e["shape"]) {
+    if (!d.is_number_unsigned() || d.get<std::uint64_t>() > (1u << 30))
+      bad(path, "tensor '" + name + "' has a shape that is not a list of sizes in [0, 2^30]");
+    shape.push_back(d.get<std::uint64_t>());
+  }
+  if (shape.size() > 4) bad(path, "tensor '" + name + "' has " + std::to_string(shape.size()) + " dimensions (expected at most 4)");
+  return shape;
 }
 
 std::vector<float> st_tensor(const std::string& path, const st_file& s, const std::string& name,
@@ -93,13 +101,19 @@ std::vector<float> st_tensor(const std::string& path, const st_file& s, const st
     return o + "]";
   };
   if (shape != expect) bad(path, "tensor '" + name + "' has shape " + str(shape) + ", expected " + str(expect));
-  std::uint64_t n = 1;
-  for (auto d : shape) n *= d;
-  const std::string dt = e.value("dtype", "");
+  std::uint64_t n = 1;  // the shape equals the expected one, whose sizes the header bounds
+  for (auto d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) bad(path, "tensor '" + name + "' has more elements than 2^64");
+  const std::string dt = e.contains("dtype") && e["dtype"].is_string() ? e["dtype"].get<std::string>() : "";
   const unsigned eb = dt == "F32" ? 4 : (dt == "F16" || dt == "BF16") ? 2 : 0;
   if (!eb) bad(path, "tensor '" + name + "' has dtype '" + dt + "' (expected F32, F16 or BF16)");
-  const auto off = e.value("data_offsets", std::vector<std::uint64_t>{});
-  if (off.size() != 2 || off[1] < off[0] || off[1] > s.data_bytes || off[1] - off[0] != n * eb)
+  std::vector<std::uint64_t> off;
+  if (e.contains("data_offsets") && e["data_offsets"].is_array())
+    for (const auto& o : e["data_offsets"])
+      if (o.is_number_unsigned()) off.push_back(o.get<std::uint64_t>());
+  std::uint64_t bytes = 0;
+  if (off.size() != 2 || off[1] < off[0] || off[1] > s.data_bytes || __builtin_mul_overflow(n, std::uint64_t(eb), &bytes) ||
+      off[1] - off[0] != bytes)
     bad(path, "tensor '" + name + "' has data_offsets that do not match its shape and dtype or the file");
   std::vector<float> v(n);
   const char* p = s.data + off[0];
@@ -134,12 +148,20 @@ llama_config header_config(const std::string& path, const st_file& s) {
   if (!p.contains("num_attention_heads"))
     bad(path, "the number of heads is not in the tensors: put a config.json (num_attention_heads, "
               "num_key_value_heads) beside the file or in __metadata__");
-  auto num = [&](const char* k, double def) { return p.contains(k) && p[k].is_number() ? p[k].get<double>() : def; };
-  c.heads = unsigned(num("num_attention_heads", 0));
-  c.kv_heads = unsigned(num("num_key_value_heads", c.heads));
-  c.rope_theta = float(num("rope_theta", 10000.0));
-  c.norm_eps = float(num("rms_norm_eps", 1e-5));
-  c.seq_len = unsigned(num("max_position_embeddings", 0));
+  if (!p.is_object()) bad(path, "the model's parameters (config.json or __metadata__) are not a JSON object");
+  auto num = [&](const char* k, double def, double lo, double hi) {
+    const double v = p.contains(k) && p[k].is_number() ? p[k].get<double>() : def;
+    if (!(v >= lo && v <= hi))
+      bad(path, std::string(k) + " is " + std::to_string(v) + " (expected a number in [" + std::to_string(lo) + ", " +
+                    std::to_string(hi) + "])");
+    return v;
+  };
+  const double dim_max = double(1u << 30);
+  c.heads = unsigned(num("num_attention_heads", 0, 0, dim_max));
+  c.kv_heads = unsigned(num("num_key_value_heads", c.heads, 0, dim_max));
+  c.rope_theta = float(num("rope_theta", 10000.0, 1e-30, 1e30));
+  c.norm_eps = float(num("rms_norm_eps", 1e-5, 0, 1));
+  c.seq_len = unsigned(num("max_position_embeddings", 0, 0, dim_max));
   c.tied = !s.header.contains("lm_head.weight");
   if (p.contains("tie_word_embeddings") && p["tie_word_embeddings"].is_boolean() &&
       !p["tie_word_embeddings"].get<bool>() && c.tied)

@@ -197,6 +197,7 @@ void llm_workload::add_results(nlohmann::json& r) const {
                    {"layers", {{"enabled", m_sample_layers},
                                {"extrapolated", m_layers_extrapolated},
                                {"check", check(m_layer_check)}}}};
+  if (!m_task_origins.is_null()) r["llm"]["origins"] = m_task_origins;
   if (m_fn) m_fn->add_results(r);  // `quality` and `functional`
 }
 
@@ -225,6 +226,7 @@ std::string llm_workload::report() const {
                   m_plan->dram().c_str(), double(m_plan->dram_overflow_bytes()) / (1 << 20));
     s += buf;
   }
+  if (!m_task_note.empty()) s += "  " + m_task_note + "\n";
   if (m_sample_every > 1) {
     std::snprintf(buf, sizeof buf,
                   "  sampled decode     %u of %llu decode steps simulated in detail (every %u-th, the first two and "

@@ -5,6 +5,7 @@
 #include "firmware/functional/functional_run.h"
 #include "firmware/llm/pass_trace.h"
 #include "firmware/llm/recompute_plan.h"
+#include "models/compute/compute_block.h"
 #include "models/interconnect/router.h"
 #include "models/memory/refresh_control.h"
 #include "models/memory/memory_target.h"
@@ -34,6 +35,28 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   m_decode = p.get_uint("decode_len", task.decode_len, "tokens generated per sequence", 0, 1 << 24);
   m_skip_prefill = p.get_bool("skip_prefill", false,
                               "decode only: the context's KV is taken as already in the cache");
+  if (task_name != "none") {
+    // A key given beside the task wins over the task's value; say so, since a task named on the
+    // command line over a scenario that sets its own lengths keeps the scenario's.
+    const std::string task_from = p.origin("task");
+    m_task_origins = nlohmann::json::object();
+    m_task_origins["task"] = task_from;
+    std::string kept;
+    const std::pair<const char*, std::uint64_t> own[] = {
+        {"batch", task.batch}, {"context_len", task.context_len}, {"decode_len", task.decode_len}};
+    const std::uint64_t used[] = {m_batch, m_context, m_decode};
+    for (std::size_t i = 0; i < 3; ++i) {
+      const std::string from = p.origin(own[i].first);
+      m_task_origins[own[i].first] = from == "default" ? "task " + task_name : from;
+      if (from != "default" && used[i] != own[i].second)
+        kept += std::string(kept.empty() ? "" : ", ") + own[i].first + " " + std::to_string(used[i]) + " (" + from +
+                "; the task's " + std::to_string(own[i].second) + ")";
+    }
+    if (!kept.empty()) {
+      m_task_note = "task " + task_name + " (" + task_from + "): kept " + kept;
+      std::fprintf(stderr, "kelle-vp: note: %s\n", m_task_note.c_str());
+    }
+  }
   const std::uint64_t limit = p.get_uint("max_tokens", 65536, "limit on context_len + decode_len per sequence", 1);
   if (m_context + m_decode > limit)
     p.fail("context_len", "context_len + decode_len = " + std::to_string(m_context + m_decode) +
@@ -78,6 +101,10 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
     const bool functional_scores = m_fn && att.get_choice("type", "functional", attention_sources().name_list()) == "functional";
     m_source = functional_scores ? m_fn->make_source()
                                  : make_attention_source(attention_source_args{att, m_model.layers, m_model.heads});
+    if (!functional_scores && m_source->max_tokens() < m_context + m_decode)
+      att.fail("file", "the attention trace records " + std::to_string(m_source->max_tokens()) +
+                           " tokens per sequence; the run needs context_len + decode_len = " +
+                           std::to_string(m_context + m_decode));
     kv_policy_args pa{pol, m_model, m_batch, m_source.get()};
     pa.deferred_scores = functional_scores;  // the step's scores exist only after its attention
     pa.task_budget = task.kv_budget;
@@ -100,6 +127,7 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
       for (unsigned l = 0; l < m_plan->kv_layers_touching_chip(); ++l) groups[l] = true;
     m_policy->groups_each_pass(groups);
   }
+  check_sfu_rows(a, kv_tokens);
   m_driver = std::make_unique<driver>("firmware", a.platform);
   m_ops = std::make_unique<layer_ops>(*m_driver, *m_plan, m_model, a.platform);
   m_ops->set_transient_refresh(m_refresh->transient());  // the lifetime rule, if the policy has one
@@ -107,7 +135,7 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
     m_recompute = std::make_unique<recompute_plan>(*m_policy, m_model, m_batch, *m_plan, *m_ops, a.platform);
   if (m_fn) m_fn->connect(*m_driver, *m_plan, *m_ops, m_policy.get(), m_refresh.get());
   m_layer_s.assign(m_model.layers, 0.0);
-  pass_trace::attach(m_model.layers);  // the timeline records only the passes in its range
+  pass_trace::attach(m_model.layers, m_skip_prefill ? 1 : 0, static_cast<unsigned>(m_decode));  // the timeline records only the passes in its range
 
   m_stats.formula("commands", "count", "commands the firmware submitted",
                   [this] { return static_cast<double>(m_driver->commands_submitted()) + m_extra_commands; });
@@ -124,6 +152,31 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
 }
 
 llm_workload::~llm_workload() = default;
+
+// The SFU's row commands must fit its buffer: a norm over a hidden vector and a softmax over a
+// row of scores (every key a query attends to). A system whose SFU would refuse them is an
+// input error now, not a failed command in the middle of the run.
+void llm_workload::check_sfu_rows(const workload_args& a, std::uint64_t keys) const {
+  compute_block* sfu = a.platform.block("sfu");
+  if (!sfu) return;
+  const opcode norm = m_model.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm;
+  const std::pair<opcode, std::uint64_t> rows[] = {{norm, m_model.hidden}, {opcode::softmax, keys}};
+  for (const auto& [op, k] : rows) {
+    command c;
+    c.op = op;
+    c.m = 1;
+    c.k = static_cast<std::uint32_t>(std::min<std::uint64_t>(k, 0xffffffffu));
+    c.n = 1;
+    c.batch = 1;
+    const cmd_status st = sfu->check(c);
+    if (st != cmd_status::ok)
+      a.root->child_or_empty("system").child_or_empty("compute").child_or_empty("sfu").fail(
+          "buffer_KiB", "the SFU refuses " + to_string(op) + " over a row of " + std::to_string(k) + " elements (" +
+                            to_string(st) + "), which this run needs (" +
+                            (op == opcode::softmax ? "the keys a query attends to" : "the model's hidden size") +
+                            "); raise system.compute.sfu.buffer_KiB or shorten the run");
+  }
+}
 
 void llm_workload::progress(const char* phase, unsigned step, unsigned steps) {
   if (!m_progress) return;

@@ -104,11 +104,17 @@ class llm_workload : public workload {
   // Sets the refresh intervals of the on-chip KV regions held in eDRAM.
   void apply_refresh();
   void progress(const char* phase, unsigned step, unsigned steps);
+  // Input error when the system's SFU would refuse a row command the run needs.
+  void check_sfu_rows(const workload_args& a, std::uint64_t keys) const;
 
   model_shape m_model;
   unsigned m_batch;
   std::uint64_t m_context, m_decode;
   std::string m_scheduler_name;
+  // With a named task: where the lengths and the batch came from (the task or a key that set
+  // them), and a line for the report when keys of a file shadow a task named on the command line.
+  nlohmann::json m_task_origins;
+  std::string m_task_note;
   std::unique_ptr<attention_source> m_source;
   std::unique_ptr<kv_policy> m_policy;
   std::unique_ptr<refresh_policy> m_refresh;

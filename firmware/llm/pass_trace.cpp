@@ -7,9 +7,14 @@
 
 namespace kelle {
 
-void pass_trace::attach(unsigned layers) {
+void pass_trace::attach(unsigned layers, unsigned first_pass, unsigned last_pass) {
   timeline& tl = timeline::get();
   if (!timeline::open()) return;
+  const auto& o = tl.options();
+  if (o.last_step < first_pass || o.first_step > last_pass)
+    throw config_error("--timeline-steps " + std::to_string(o.first_step) + ":" + std::to_string(o.last_step) +
+                       ": the run has passes " + std::to_string(first_pass) + ":" + std::to_string(last_pass) +
+                       " (0 the prefill, N decode step N); nothing would be recorded");
   if (tl.options().layer >= layers)
     throw config_error("--timeline-layer " + std::to_string(tl.options().layer) + ": expected a layer in [0, " +
                        std::to_string(layers - 1) + "] (the model has " + std::to_string(layers) + " layers)");

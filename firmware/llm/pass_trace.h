@@ -15,7 +15,9 @@ class pass_trace {
  public:
   // At elaboration: checks the traced layer against the model's layers and claims the window
   // (nothing is recorded outside the passes in range). No-op without a timeline.
-  static void attach(unsigned layers);
+  // The run's passes are first_pass..last_pass (0: the prefill, N: decode step N); a requested
+  // range that records none of them is an input error.
+  static void attach(unsigned layers, unsigned first_pass, unsigned last_pass);
 
   // At a pass's start: opens the window if the pass is in range.
   pass_trace(const pass_info& p, const layer_ops& ops);

@@ -44,11 +44,19 @@ void model_shape::validate(const config_node& w, const std::string& key) const {
                     std::to_string(kv_heads) + ")");
 }
 
+std::string weights_file_of(const config_node& w) {
+  if (!w.has("model") || w.is_map("model")) return {};
+  const std::string name = w.require_string("model", "a model name or a weights file");
+  if (models().has(name)) return {};
+  const std::string file = w.get_path("model", "", "a model name or a weights file");
+  return fn::looks_like_weights_file(name) || fn::looks_like_weights_file(file) ? file : std::string();
+}
+
 model_shape model_from_config(const config_node& w) {
   if (!w.has("model") || !w.is_map("model")) {
     if (w.has("model")) {  // a weights file: the shape comes from the file (docs/functional.md)
-      const std::string file = w.require_string("model", "a model name or a weights file");
-      if (!models().has(file) && fn::looks_like_weights_file(file)) {
+      const std::string file = weights_file_of(w);
+      if (!file.empty()) {
         try {
           return fn::read_weights_config(file).shape();
         } catch (const fn::model_file_error& e) {
@@ -66,6 +74,9 @@ model_shape model_from_config(const config_node& w) {
   s.hidden = static_cast<unsigned>(m.require_uint("hidden", "model width", 1, 1 << 20));
   s.heads = static_cast<unsigned>(m.require_uint("heads", "query heads", 1, 1 << 12));
   s.kv_heads = static_cast<unsigned>(m.get_uint("kv_heads", s.heads, "key/value heads", 1, 1 << 12));
+  if (!m.has("head_dim") && s.hidden % s.heads)
+    m.fail("hidden", "hidden " + std::to_string(s.hidden) + " is not a multiple of heads " + std::to_string(s.heads) +
+                         "; give head_dim or a hidden size that heads divide");
   s.head_dim = static_cast<unsigned>(m.get_uint("head_dim", s.hidden / s.heads, "head dimension", 1, 1 << 16));
   s.ffn = static_cast<unsigned>(m.require_uint("ffn", "FFN inner width", 1, 1 << 22));
   const std::string ft = m.get_choice("ffn_type", "gated_silu", {"gated_silu", "relu", "gelu"});

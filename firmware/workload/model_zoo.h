@@ -51,6 +51,9 @@ model_registry& models();
 
 // `workload.model`: a built-in name, or a map with every field of a custom shape.
 model_shape model_from_config(const config_node& workload);
+// The weights file `workload.model` names (resolved against the folder of the file that set it,
+// as include is), or "" when it names a model of the zoo or a shape.
+std::string weights_file_of(const config_node& workload);
 
 std::string to_string(ffn_kind k);
 std::string to_string(norm_kind k);

@@ -68,6 +68,9 @@ class compute_block : public sc_core::sc_module {
   const sc_core::sc_event& completion_event() const { return m_completion_event; }
   std::size_t queue_depth() const { return m_queue_depth; }
 
+  // What the block would answer to `c` before running it (ok, bad_shape, bad_opcode, ...): a
+  // workload checks its commands with it while the platform is built.
+  cmd_status check(const command& c) const { return validate(c); }
   // Bytes of operands a, b, c, d that a valid command reads or writes (for placing them).
   virtual std::array<std::uint64_t, 4> operand_bytes(const command& c) const = 0;
   // Binds the operand initiator to the interconnect (attach() does it).

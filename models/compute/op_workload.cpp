@@ -86,6 +86,21 @@ op_workload::op_workload(const sc_core::sc_module_name& name, const workload_arg
     off += (bytes[i] + 63) / 64 * 64;
   }
 
+  // A command the block would refuse is an input error, not a run that ends with a status.
+  const cmd_status st = m_block->check(m_cmd);
+  std::string blame = st == cmd_status::bad_opcode ? "block" : "op";
+  if (st == cmd_status::bad_shape)  // a size the command line set, else the command
+    for (const char* k : {"m", "k", "n", "extra", "batch"})
+      if (p.origin(k).rfind("command line", 0) == 0) {
+        blame = k;
+        break;
+      }
+  if (st != cmd_status::ok)
+    p.fail(blame,
+           m_block_name + " refuses " + to_string(m_cmd.op) + " m " + std::to_string(m_cmd.m) + ", k " +
+               std::to_string(m_cmd.k) + ", n " + std::to_string(m_cmd.n) + " (" + to_string(st) + ")" +
+               (st == cmd_status::bad_opcode ? "; its commands run on " + default_block(m_cmd.op) : ""));
+
   a.platform.interconnect().add_initiator(basename());
   m_port.socket.bind(a.platform.interconnect().target_socket);
   SC_HAS_PROCESS(op_workload);

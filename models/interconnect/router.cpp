@@ -14,7 +14,7 @@ router::router(const sc_core::sc_module_name& name, const config_node& params)
       m_default_latency(sc_core::sc_time(
           params.get_double("latency_ns", 0.5, "latency of a port in ns (a crossing pays two)", 0.0),
           sc_core::SC_NS)),
-      m_default_Bps(params.get_double("bandwidth_GBps", 512.0,
+      m_default_Bps(params.get_double_or_inf("bandwidth_GBps", 512.0,
                                       "bandwidth of a port per direction in GB/s (.inf: no limit)",
                                       1e-6) *
                     1e9),
@@ -42,8 +42,8 @@ void router::configure_port(port& p, const std::string& name, const std::string&
     p.latency = sc_core::sc_time(pc.get_double("latency_ns", m_default_latency.to_seconds() * 1e9,
                                                "latency of this port in ns", 0.0),
                                  sc_core::SC_NS);
-    p.Bps = pc.get_double("bandwidth_GBps", m_default_Bps / 1e9,
-                          "bandwidth of this port per direction in GB/s", 1e-6) *
+    p.Bps = pc.get_double_or_inf("bandwidth_GBps", m_default_Bps / 1e9,
+                                 "bandwidth of this port per direction in GB/s (.inf: no limit)", 1e-6) *
             1e9;
   }
   // A compute block has a target port (its commands) and an initiator port (its operands) of

@@ -49,12 +49,19 @@ traffic_generator::traffic_generator(const sc_core::sc_module_name& name, const 
                                std::to_string(mem->capacity_bytes()) + " B)");
   m_region = p.get_uint("region_bytes", mem->capacity_bytes() - offset,
                         "bytes of the target the pattern covers (wraps around)", 1);
-  if (offset + m_region > mem->capacity_bytes())
+  if (m_region > mem->capacity_bytes() - offset)
     p.fail("region_bytes", "offset_bytes + region_bytes exceeds the target's capacity (" +
                                std::to_string(mem->capacity_bytes()) + " B)");
   if (m_region < m_burst) p.fail("region_bytes", "must hold at least one burst");
   m_rng.seed(p.get_uint("seed", a.platform.seed(), "random seed (default: the scenario's seed)"));
-  m_count = (m_total + m_burst - 1) / m_burst;
+  m_count = m_total / m_burst + (m_total % m_burst != 0);
+  // A bound on the run's work: at about a million requests per second of wall time, the largest
+  // run takes minutes, not days (docs/models/traffic.md).
+  constexpr std::uint64_t max_requests = 100000000;
+  if (m_count > max_requests)
+    p.fail("total_bytes", std::to_string(m_total) + " bytes in bursts of " + std::to_string(m_burst) + " are " +
+                              std::to_string(m_count) + " requests; a traffic run may issue at most " +
+                              std::to_string(max_requests) + " (raise burst_bytes or lower total_bytes)");
   m_base = a.platform.interconnect().base_of(m_target) + offset;
 
   a.platform.interconnect().add_initiator(basename());

@@ -84,6 +84,90 @@ void record_origins(const YAML::Node& n, const std::string& path, const std::str
   }
 }
 
+// Counts the nodes of `n` with aliases expanded (what a merge or results.json would build),
+// stopping as soon as the budget is spent: an alias bomb costs at most `budget` steps.
+bool within_nodes(const YAML::Node& n, std::uint64_t& budget) {
+  if (budget == 0) return false;
+  --budget;
+  if (n.IsMap()) {
+    for (const auto& kv : n)
+      if (!within_nodes(kv.second, budget)) return false;
+  } else if (n.IsSequence()) {
+    for (const auto& e : n)
+      if (!within_nodes(e, budget)) return false;
+  }
+  return true;
+}
+
+// The line (from 1) of a document whose first token is ',' (0: none). yaml-cpp 0.7 never
+// returns from such a text (it allocates until memory runs out); a flow indicator cannot start
+// a document, so it is a syntax error found before the parser sees it.
+std::size_t comma_at_document_start(const std::string& text) {
+  bool at_start = true;
+  std::size_t line = 0, pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t nl = text.find('\n', pos);
+    std::string l = text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? text.size() + 1 : nl + 1;
+    ++line;
+    const std::size_t b = l.find_first_not_of(" \t\r");
+    if (b == std::string::npos || l[b] == '#') continue;
+    l = l.substr(b);
+    if (l.compare(0, 3, "---") == 0 && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r')) {
+      const std::size_t r = l.find_first_not_of(" \t\r", 3);
+      if (r == std::string::npos || l[r] == '#') {
+        at_start = true;
+        continue;
+      }
+      l = l.substr(r);
+      at_start = true;
+    } else if (l.compare(0, 3, "...") == 0) {
+      at_start = true;
+      continue;
+    } else if (at_start && l[0] == '%') {
+      continue;  // a directive
+    }
+    if (at_start && l[0] == ',') return line;
+    at_start = false;
+  }
+  return 0;
+}
+
+std::string line_of(const std::string& name, const YAML::Mark& m) {
+  return name + ":" + std::to_string(m.line + 1);
+}
+
+// What yaml-cpp accepts without a word and a user would not mean: a key given twice (the first
+// would win), a key that is not a plain name (a map or list as a key), a key with a dot (it
+// reads as a path on the command line, never in a file).
+// `lines`: name "file:line" (a file); else only `name` (a -p value, one line of the command line).
+void check_keys(const YAML::Node& n, const std::string& path, const std::string& name, bool lines = true) {
+  auto at = [&](const YAML::Mark& m) { return lines ? line_of(name, m) : name; };
+  if (n.IsSequence()) {
+    std::size_t i = 0;
+    for (const auto& e : n) check_keys(e, path + "[" + std::to_string(i++) + "]", name, lines);
+    return;
+  }
+  if (!n.IsMap()) return;
+  std::map<std::string, int> seen;
+  for (const auto& kv : n) {
+    if (!kv.first.IsScalar())
+      throw config_error(at(kv.first.Mark()) + ": " + (path.empty() ? "top level" : path) +
+                         ": expected a plain key name, got " + (kv.first.IsMap() ? "a map" : kv.first.IsSequence() ? "a list" : "no value"));
+    const std::string& k = kv.first.Scalar();
+    const std::string p = path.empty() ? k : path + "." + k;
+    if (k.empty()) throw config_error(at(kv.first.Mark()) + ": " + p + ": empty key");
+    if (k.find('.') != std::string::npos)
+      throw config_error(at(kv.first.Mark()) + ": key '" + k +
+                         "' has a dot; write the path as nested maps (a dotted path is for -p on the command line)");
+    auto [it, fresh] = seen.emplace(k, kv.first.Mark().line + 1);
+    if (!fresh)
+      throw config_error(at(kv.first.Mark()) + ": " + p + ": duplicate key" +
+                         (lines ? " (first given at line " + std::to_string(it->second) + ")" : std::string()));
+    check_keys(kv.second, p, name, lines);
+  }
+}
+
 std::string list_systems() {
   std::string out;
   std::error_code ec;
@@ -93,6 +177,31 @@ std::string list_systems() {
     if (e.path().extension() == ".yaml") names.insert(e.path().stem().string());
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
   return out.empty() ? "(none)" : out;
+}
+
+// The text of a scenario file: a regular file of at most config_limits::file_bytes (a folder,
+// a device such as /dev/zero or a huge file is refused before it is read).
+std::string read_scenario_file(const fs::path& file) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(file, ec);
+  if (!fs::exists(st)) throw config_error(file.string() + ": cannot open the file (no such file)");
+  if (fs::is_directory(st)) throw config_error(file.string() + ": is a folder, expected a YAML file");
+  if (!fs::is_regular_file(st)) throw config_error(file.string() + ": not a regular file, expected a YAML file");
+  const std::uint64_t limit = config_limits::file_bytes;
+  const std::uint64_t size = fs::file_size(file, ec);
+  if (!ec && size > limit)
+    throw config_error(file.string() + ": " + std::to_string(size) + " bytes; a scenario file may have at most " +
+                       std::to_string(limit));
+  std::FILE* f = std::fopen(file.string().c_str(), "rb");
+  if (!f) throw config_error(file.string() + ": cannot open the file");
+  std::string text;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() <= limit) text.append(buf, n);
+  std::fclose(f);
+  if (text.size() > limit)
+    throw config_error(file.string() + ": more than " + std::to_string(limit) + " bytes; a scenario file may have at most that");
+  return text;
 }
 
 struct loader {
@@ -126,10 +235,16 @@ struct loader {
   }
 
   fs::path resolve_include(const std::string& name, const fs::path& from, const std::string& where) {
+    if (name.empty()) throw config_error(where + ": include: expected a file name, got an empty one");
+    std::error_code ec;
     const fs::path rel = from.parent_path() / name;
-    if (fs::exists(rel)) return rel;
     const fs::path builtin = fs::path(scenarios_dir()) / name;
-    if (fs::exists(builtin)) return builtin;
+    for (const fs::path& p : {rel, builtin}) {
+      if (!fs::exists(p, ec)) continue;
+      if (fs::is_directory(p, ec))
+        throw config_error(where + ": include '" + name + "': " + p.string() + " is a folder, expected a YAML file");
+      return p;
+    }
     throw config_error(where + ": include '" + name + "': file not found (looked in " +
                        rel.parent_path().string() + " and " + scenarios_dir() + ")");
   }
@@ -154,16 +269,29 @@ struct loader {
   }
 
   YAML::Node parse(const std::string& text, const std::string& name) {
+    std::vector<YAML::Node> docs;
+    if (const std::size_t l = comma_at_document_start(text))
+      throw config_error(name + ":" + std::to_string(l) + ": YAML syntax error: a document cannot start with ','");
     try {
-      YAML::Node n = YAML::Load(text);
-      if (n.IsNull()) return YAML::Node(YAML::NodeType::Map);
-      if (!n.IsMap())
-        throw config_error(name + ": expected a map of keys at the top level, got " + kind_of(n));
-      return n;
+      docs = YAML::LoadAll(text);
     } catch (const YAML::ParserException& e) {
-      throw config_error(name + ":" + std::to_string(e.mark.line + 1) + ": YAML syntax error: " +
-                         e.msg);
+      throw config_error(line_of(name, e.mark) + ": YAML syntax error: " + e.msg);
+    } catch (const YAML::Exception& e) {  // e.g. an alias to an anchor not defined
+      throw config_error(line_of(name, e.mark) + ": YAML error: " + e.msg);
     }
+    if (docs.size() > 1)
+      throw config_error(line_of(name, docs[1].Mark()) +
+                         ": a second YAML document ('---'); a scenario file holds one (use include: for more files)");
+    if (docs.empty() || docs[0].IsNull()) return YAML::Node(YAML::NodeType::Map);
+    YAML::Node n = docs[0];
+    if (!n.IsMap())
+      throw config_error(name + ": expected a map of keys at the top level, got " + kind_of(n));
+    std::uint64_t budget = config_limits::nodes;
+    if (!within_nodes(n, budget))
+      throw config_error(name + ": more than " + std::to_string(config_limits::nodes) +
+                         " YAML nodes (aliases expanded); a scenario is far smaller");
+    check_keys(n, "", name);
+    return n;
   }
 
   YAML::Node load_text(const std::string& text, const fs::path& file, const std::string& name,
@@ -203,16 +331,15 @@ struct loader {
 
   YAML::Node load_file(const fs::path& file,
                        const std::optional<std::string>& system_override = std::nullopt) {
-    const std::string canon = fs::weakly_canonical(file).string();
+    if (file.empty()) throw config_error("scenario file: expected a file name, got an empty one");
+    std::error_code ec;
+    const std::string canon = fs::weakly_canonical(file, ec).string();
     for (const auto& s : stack)
       if (s == canon) throw config_error(file.string() + ": include cycle (the file includes itself)");
-    std::FILE* f = std::fopen(file.string().c_str(), "rb");
-    if (!f) throw config_error(file.string() + ": cannot open the file");
-    std::string text;
-    char buf[65536];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-    std::fclose(f);
+    if (stack.size() >= config_limits::include_depth)
+      throw config_error(file.string() + ": includes nested more than " +
+                         std::to_string(config_limits::include_depth) + " deep");
+    const std::string text = read_scenario_file(file);
     stack.push_back(canon);
     YAML::Node out = load_text(text, file, file.string(), system_override);
     stack.pop_back();
@@ -264,6 +391,9 @@ config config::load(const std::string& file, const std::vector<std::string>& ove
   const auto sys = take_system_override(rest);
   loader l{c.m_origin, {}};
   c.m_root = l.load_file(file, sys);
+  if (c.m_root.size() == 0 && !sys)
+    throw config_error(file + ": the scenario is empty (expected at least system: and workload:, "
+                       "docs/scenario-format.md)");
   c.use_plugins(l.plugins);
   for (const auto& o : rest) c.apply_override(o);
   return c;
@@ -301,11 +431,16 @@ void config::apply_override(const std::string& assignment) {
   const std::string text = assignment.substr(eq + 1);
   if (text.empty()) throw config_error(where + ": the value is empty");
   YAML::Node value;
+  if (comma_at_document_start(text)) throw config_error(where + ": the value is not valid YAML: it cannot start with ','");
   try {
     value = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw config_error(where + ": the value is not valid YAML: " + e.msg);
   }
+  std::uint64_t budget = config_limits::nodes;
+  if (!within_nodes(value, budget))
+    throw config_error(where + ": more than " + std::to_string(config_limits::nodes) + " YAML nodes in the value");
+  check_keys(value, path, where, false);
   const auto parts = split_path(path);
   YAML::Node cur = m_root;
   std::string so_far;
@@ -316,11 +451,36 @@ void config::apply_override(const std::string& assignment) {
     if (existing.IsDefined() && !existing.IsMap())
       throw config_error(where + ": cannot set '" + path + "': '" + so_far + "' is " +
                          kind_of(existing) + ", not a map");
+    if (!existing.IsDefined()) m_origin[so_far] = where;  // a section the override creates
     cur.reset(child_map(cur, parts[i]));
   }
   if (parts.back().empty()) throw config_error(where + ": empty key in '" + path + "'");
   cur[parts.back()] = value;
+  // The value and everything below it now come from the command line (errors blame it, and
+  // relative file names in it resolve against the working folder).
+  const std::string prefix = path + ".";
+  for (auto it = m_origin.lower_bound(prefix); it != m_origin.end() && it->first.compare(0, prefix.size(), prefix) == 0;)
+    it = m_origin.erase(it);
   m_origin[path] = where;
+  std::map<std::string, std::string> below;
+  record_origins(value, path, where, below);
+  for (const auto& kv : below) m_origin[kv.first] = where;
+}
+
+std::string config::base_dir(const std::string& path) const {
+  // the nearest enclosing key that has an origin
+  std::string p = path;
+  std::string o;
+  for (;;) {
+    o = where(p);
+    if (!o.empty() || p.empty()) break;
+    const auto dot = p.rfind('.');
+    p = dot == std::string::npos ? std::string() : p.substr(0, dot);
+  }
+  if (o.empty() || o.rfind("command line", 0) == 0) return fs::current_path().string();
+  const auto colon = o.rfind(':');
+  const std::string file = colon == std::string::npos ? o : o.substr(0, colon);
+  return fs::absolute(fs::path(file)).parent_path().string();
 }
 
 std::string config::where(const std::string& path) const {
@@ -421,6 +581,16 @@ T config_node::convert(const std::string& key, const YAML::Node& n, const std::s
 
 double config_node::get_double(const std::string& key, double def, const std::string& expected,
                                double min, double max) const {
+  return read_double(key, def, expected, min, max, false);
+}
+
+double config_node::get_double_or_inf(const std::string& key, double def, const std::string& expected,
+                                      double min) const {
+  return read_double(key, def, expected, min, std::numeric_limits<double>::infinity(), true);
+}
+
+double config_node::read_double(const std::string& key, double def, const std::string& expected, double min,
+                                double max, bool allow_inf) const {
   mark(key);
   const YAML::Node n = lookup(key);
   if (!n.IsDefined()) {
@@ -428,6 +598,8 @@ double config_node::get_double(const std::string& key, double def, const std::st
     return def;
   }
   const double v = convert<double>(key, n, expected);
+  if (std::isnan(v) || (std::isinf(v) && !(allow_inf && v > 0)))
+    fail(key, "expected " + expected + " (a finite number), got " + n.Scalar());
   if (!(v >= min && v <= max))
     fail(key, "expected " + expected + " in [" + format_number(min) + ", " + format_number(max) +
                   "], got " + n.Scalar());
@@ -499,6 +671,25 @@ std::string config_node::get_string(const std::string& key, const std::string& d
     return def;
   }
   return convert<std::string>(key, n, expected);
+}
+
+std::string config_node::get_path(const std::string& key, const std::string& def,
+                                  const std::string& expected) const {
+  const std::string v = get_string(key, def, expected);
+  if (v.empty() || fs::path(v).is_absolute()) return v;
+  return (fs::path(m_cfg->base_dir(key_path(key))) / v).lexically_normal().string();
+}
+
+std::string config_node::require_path(const std::string& key, const std::string& expected) const {
+  if (!lookup(key).IsDefined()) fail(key, "missing; expected " + expected);
+  const std::string v = get_path(key, "", expected);
+  if (v.empty()) fail(key, "expected " + expected + ", got an empty name");
+  return v;
+}
+
+std::string config_node::origin(const std::string& key) const {
+  const std::string w = m_cfg->where(key_path(key));
+  return w.empty() ? "default" : w;
 }
 
 std::string config_node::require_string(const std::string& key, const std::string& expected) const {

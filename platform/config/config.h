@@ -30,7 +30,10 @@ class config_node {
  public:
   config_node(config& cfg, std::string path) : m_cfg(&cfg), m_path(std::move(path)) {}
 
-  // Optional parameters: the default is used, and recorded, when the key is absent.
+  // Optional parameters: the default is used, and recorded, when the key is absent. A value
+  // that is not finite (.nan, .inf) is refused; get_double_or_inf accepts .inf (no limit).
+  double get_double_or_inf(const std::string& key, double def, const std::string& expected,
+                           double min = -std::numeric_limits<double>::infinity()) const;
   double get_double(const std::string& key, double def, const std::string& expected,
                     double min = -std::numeric_limits<double>::infinity(),
                     double max = std::numeric_limits<double>::infinity()) const;
@@ -40,6 +43,12 @@ class config_node {
   bool get_bool(const std::string& key, bool def, const std::string& expected) const;
   std::string get_string(const std::string& key, const std::string& def,
                          const std::string& expected) const;
+  // A file name, resolved as `include` is: relative to the folder of the file that set the key
+  // (the working folder for a -p override); absolute names unchanged. Empty: the default.
+  std::string get_path(const std::string& key, const std::string& def, const std::string& expected) const;
+  std::string require_path(const std::string& key, const std::string& expected) const;
+  // Where the value at `key` came from ("file:line", "command line -p k=v" or "default").
+  std::string origin(const std::string& key) const;
   // One of a fixed set of names.
   std::string get_choice(const std::string& key, const std::string& def,
                          const std::vector<std::string>& allowed) const;
@@ -72,11 +81,20 @@ class config_node {
   YAML::Node lookup(const std::string& key) const;
   void mark(const std::string& key) const;
   void set_default(const std::string& key, const std::string& text) const;
+  double read_double(const std::string& key, double def, const std::string& expected, double min,
+                     double max, bool allow_inf) const;
   template <class T>
   T convert(const std::string& key, const YAML::Node& n, const std::string& expected) const;
 
   config* m_cfg;
   std::string m_path;
+};
+
+// Limits on what a scenario may be (checked before memory is spent on it; docs/scenario-format.md).
+struct config_limits {
+  static constexpr std::uint64_t file_bytes = 4u << 20;    // one scenario, system or included file
+  static constexpr std::uint64_t nodes = 200000;           // YAML nodes, aliases expanded
+  static constexpr unsigned include_depth = 32;            // nested includes
 };
 
 // A scenario: the merged tree of a file and its includes, with -p overrides applied.
@@ -103,6 +121,9 @@ class config {
   const std::string& main_file() const { return m_main_file; }
   // "file:line" of the value at a dotted key path, or "" when not known.
   std::string where(const std::string& path) const;
+  // The folder relative names at `path` resolve against: the folder of the file that set it, or
+  // the working folder for a -p override (or a key no file set).
+  std::string base_dir(const std::string& path) const;
   // The shared libraries the scenario's files name (`plugins:`), as (absolute path, where named),
   // in load order. The config loader only reads them: whoever builds the system loads them.
   const std::vector<std::pair<std::string, std::string>>& plugins() const { return m_plugins; }

@@ -5,6 +5,8 @@
 #include "platform/registry/registry.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 
 #include <filesystem>
 #include <memory>
@@ -26,6 +28,18 @@ std::string load_error(const std::string& path) {
   std::string s = e ? e : "unknown error";
   if (s.compare(0, path.size() + 2, path + ": ") == 0) s.erase(0, path.size() + 2);
   return s;
+}
+
+// Whether `addr`, found by dlsym, is a function's code (a library that exports the name as data
+// would otherwise be called into and crash).
+bool is_function(void* addr) {
+  if (!addr) return false;
+  Dl_info info;
+  void* entry = nullptr;  // the ElfW(Sym) of the symbol
+  if (!dladdr1(addr, &info, &entry, RTLD_DL_SYMENT) || !entry) return false;
+  const auto* sym = static_cast<const ElfW(Sym)*>(entry);
+  const unsigned type = ELF64_ST_TYPE(sym->st_info);
+  return type == STT_FUNC || type == STT_GNU_IFUNC;
 }
 
 struct library {
@@ -70,6 +84,12 @@ const loaded_plugin& load_plugin(const std::string& path, const std::string& whe
       throw config_error(prefix +
                          "not a Kelle VP plugin: no kelle_plugin_abi_version symbol (add "
                          "KELLE_PLUGIN(\"name\") from platform/plugin/plugin.h to one source file)");
+    for (const auto& [sym, addr] : {std::pair<const char*, void*>{"kelle_plugin_abi_version", reinterpret_cast<void*>(version)},
+                                    {"kelle_plugin_name", reinterpret_cast<void*>(name_of)},
+                                    {"kelle_plugin_cxx_abi", reinterpret_cast<void*>(abi_of)}})
+      if (!is_function(addr))
+        throw config_error(prefix + "not a Kelle VP plugin: " + sym +
+                           " is not a function (the library exports it as data; KELLE_PLUGIN(\"name\") defines it)");
     loaded_plugin rec;
     rec.path = canon;
     rec.name = name_of() ? name_of() : "";

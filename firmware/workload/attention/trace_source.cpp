@@ -1,6 +1,8 @@
 #include "firmware/workload/attention/trace_source.h"
 
+#include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
@@ -47,10 +49,22 @@ attention_trace attention_trace::read(const std::string& file) {
   t.tokens = get_u32(head + 24);
   if (!t.sequences || !t.layers || !t.heads || !t.tokens)
     throw std::runtime_error(file + ": attention trace with a zero dimension");
-  const std::uint64_t n = std::uint64_t(t.sequences) * t.layers * t.heads * triangle(t.tokens);
-  if (n > (std::uint64_t(1) << 32))
-    throw std::runtime_error(file + ": attention trace too large to load (" + std::to_string(n) +
-                             " values)");
+  // Overflow-safe: each factor is below 2^32, the product is checked step by step.
+  std::uint64_t n = 0;
+  const bool wraps = __builtin_mul_overflow(std::uint64_t(t.sequences), std::uint64_t(t.layers), &n) ||
+                     __builtin_mul_overflow(n, std::uint64_t(t.heads), &n) ||
+                     __builtin_mul_overflow(n, triangle(t.tokens), &n);
+  if (wraps || n > (std::uint64_t(1) << 32))
+    throw std::runtime_error(file + ": attention trace too large to load (more than 2^32 values)");
+  // The size the header promises, against the file's, before any memory is spent on it.
+  in.seekg(0, std::ios::end);
+  const std::uint64_t size = static_cast<std::uint64_t>(in.tellg());
+  if (size != 28 + 4 * n)
+    throw std::runtime_error(file + ": attention trace of " + std::to_string(size) + " bytes; its header (" +
+                             std::to_string(t.sequences) + " sequences, " + std::to_string(t.layers) + " layers, " +
+                             std::to_string(t.heads) + " heads, " + std::to_string(t.tokens) + " tokens) needs " +
+                             std::to_string(28 + 4 * n));
+  in.seekg(28);
   std::vector<unsigned char> raw(n * 4);
   if (!in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size())))
     throw std::runtime_error(file + ": attention trace truncated: expected " + std::to_string(n) +
@@ -58,7 +72,12 @@ attention_trace attention_trace::read(const std::string& file) {
   if (in.peek() != std::char_traits<char>::eof())
     throw std::runtime_error(file + ": attention trace has bytes after the last value");
   t.logits.resize(n);
-  for (std::uint64_t i = 0; i < n; ++i) t.logits[i] = get_f32(raw.data() + 4 * i);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    t.logits[i] = get_f32(raw.data() + 4 * i);
+    if (!std::isfinite(t.logits[i]))
+      throw std::runtime_error(file + ": attention trace value " + std::to_string(i) + " is " +
+                               (std::isnan(t.logits[i]) ? "NaN" : "infinite") + " (expected finite logits)");
+  }
   return t;
 }
 
@@ -103,10 +122,13 @@ namespace {
 class trace_source final : public attention_source {
  public:
   explicit trace_source(const attention_source_args& a) : m_layers(a.layers) {
-    std::string file = a.cfg.require_string("file", "the path of a .katt attention trace");
-    if (!std::ifstream(file) && !file.empty() && file[0] != '/') {
-      const std::string alt = scenarios_dir() + "/" + file;  // e.g. traces/example.katt
-      if (std::ifstream(alt)) file = alt;
+    // Relative to the scenario's folder (as include), else to the built-in scenarios folder.
+    const std::string name = a.cfg.require_string("file", "the path of a .katt attention trace");
+    std::string file = a.cfg.require_path("file", "the path of a .katt attention trace");
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec) && name[0] != '/') {
+      const std::string alt = scenarios_dir() + "/" + name;  // e.g. traces/example.katt
+      if (std::filesystem::exists(alt, ec)) file = alt;
     }
     m_wrap = a.cfg.get_bool("wrap_layers", true,
                             "a model deeper than the trace reads layer l mod the trace's layers");

@@ -365,3 +365,30 @@ TEST_CASE("llm: KV stream buffers larger than the KV memory, or too small, are c
   CHECK_THROWS_WITH(llm(with("4")), Catch::Matchers::Contains("at least 8 KiB"));
   CHECK_THROWS_WITH(llm(with("many")), Catch::Matchers::Contains("kv_stream_KiB"));
 }
+
+TEST_CASE("llm: weights and KV beyond the DRAM are refused unless the overflow is allowed, then reported", "[llm]") {
+  // Llama2-7B's 6.6 GB of weights and a full cache of 4 x 2049 tokens (4.3 GB) in an 8 GiB DRAM.
+  const std::vector<std::string> base = {"workload.model=llama2-7b", "workload.batch=4", "workload.skip_prefill=true",
+                                         "workload.context_len=2048", "workload.decode_len=1"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto o = base;
+    o.insert(o.end(), extra.begin(), extra.end());
+    return o;
+  };
+  CHECK_THROWS_WITH(llm(with({"system.memories.dram.capacity_MiB=8192"})),
+                    Catch::Matchers::Contains("workload.placement.allow_dram_overflow") &&
+                        Catch::Matchers::Contains("needs") && Catch::Matchers::Contains("8192 MiB"));
+  const auto fits = llm(base);  // 16 GiB
+  CHECK(fits["llm"]["dram_overflow_bytes"] == 0);
+  const auto over = llm(with({"system.memories.dram.capacity_MiB=8192", "workload.placement.allow_dram_overflow=true"}));
+  const auto& l = over["llm"];
+  // Weights (aligned) and the KV's 32 layers x K and V halves, less 8 GiB.
+  const double kv = 32.0 * 2 * 4 * 2049 * 4096 * 2;
+  INFO("overflow " << l["dram_overflow_bytes"] << " B");
+  CHECK(l["dram_overflow_bytes"].get<double>() > kv + 6.5e9 - 8192.0 * 1048576 - 1e8);
+  CHECK(l["dram_overflow_bytes"].get<double>() < kv + 6.8e9 - 8192.0 * 1048576);
+  CHECK_THAT(l["placement"].get<std::string>(), Catch::Matchers::Contains("exceed dram"));
+  // The same bytes move, in about the same time, as in a DRAM large enough.
+  CHECK(over["traffic_bytes"]["dram_total"] == fits["traffic_bytes"]["dram_total"]);
+  CHECK(over["latency_s"]["total"].get<double>() == Approx(fits["latency_s"]["total"].get<double>()).epsilon(0.02));
+}

@@ -196,3 +196,38 @@ TEST_CASE("DMA transactions: the systems' size against 4x finer ones with the sa
     CHECK(a == Approx(b).epsilon(tolerance));
   }
 }
+
+TEST_CASE("sampled layers: every reported figure within 1 % of every layer simulated, with a measured bound", "[sampling]") {
+  // An 8-layer Llama-shaped model on Kelle+eDRAM with AEP and 2DRP (the KV of some layers on
+  // chip, the others in DRAM: two runs of alike layers), prefill and decode.
+  const std::string model = "workload.model={name: small8, layers: 8, hidden: 1024, heads: 8, kv_heads: 8, "
+                            "head_dim: 128, ffn: 2816, ffn_type: gated_silu, norm: rmsnorm, vocab: 32000}";
+  std::vector<std::string> o = {model, "workload.batch=16", "workload.context_len=64", "workload.decode_len=6",
+                                "policy.kv=aep", "policy.kv_budget=40", "policy.recent_window=8",
+                                "policy.sink_tokens=4", "policy.refresh=2drp"};
+  const auto detailed = run(o);
+  o.push_back("workload.sample_layers=true");
+  const auto sampled = run(o);
+  CHECK(detailed["sampling"]["layers"]["extrapolated"] == 0);
+  CHECK(sampled["sampling"]["layers"]["extrapolated"].get<unsigned>() > 7 * 4);
+  CHECK(sampled["sampling"]["layers"]["check"]["checks"].get<unsigned>() > 0);
+  std::string where;
+  const double d = worst_difference(detailed, sampled, where);
+  INFO("largest difference " << d * 100 << " % in " << where);
+  CHECK(d < 0.01);
+  // The measured bound the run reports covers what the layers differ by in time.
+  const double bound = sampled["sampling"]["layers"]["check"]["time_error_max"].get<double>();
+  INFO("reported bound " << bound * 100 << " %");
+  CHECK(bound < 0.01);
+  CHECK(sampled["kv"]["tokens_kept"] == detailed["kv"]["tokens_kept"]);
+}
+
+TEST_CASE("sampled decode: each detailed step after skipped ones checks the extrapolation", "[sampling]") {
+  std::vector<std::string> o = {"workload.model=llama3.2-3b", "workload.context_len=16", "workload.decode_len=13",
+                                "workload.sample_every=4"};
+  const auto r = run(o);
+  const auto& c = r["sampling"]["decode"]["check"];
+  CHECK(c["checks"].get<unsigned>() >= 2);  // steps 4, 8 and 12 follow skipped ones
+  CHECK(c["time_error_max"].get<double>() < 0.01);
+  CHECK(r["sampling"]["decode"]["extrapolated_steps"].get<unsigned>() + r["llm"]["detailed_decode_steps"].get<unsigned>() == 13);
+}

@@ -119,8 +119,8 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
   const std::uint64_t need = d - base + kv_dram;
   std::uint64_t fold_base = d, fold_slots = 0;
   if (need >= dram->capacity_bytes()) {
-    const std::string what = m.name + " needs " + std::to_string(need >> 20) + " MiB of weights and KV in " + m_dram +
-                             " (" + std::to_string(dram->capacity_bytes() >> 20) + " MiB)";
+    const std::string what = m.name + " does not fit in " + m_dram + ": weights and KV need " + std::to_string(need >> 20) +
+                             " MiB of its " + std::to_string(dram->capacity_bytes() >> 20) + " MiB";
     if (!allow)
       pl.fail("allow_dram_overflow", what + "; reduce workload.batch, context_len or decode_len, choose a smaller model, "
                                            "or set workload.placement.allow_dram_overflow: true to run it anyway");

@@ -377,7 +377,7 @@ TEST_CASE("llm: weights and KV beyond the DRAM are refused unless the overflow i
   };
   CHECK_THROWS_WITH(llm(with({"system.memories.dram.capacity_MiB=8192"})),
                     Catch::Matchers::Contains("workload.placement.allow_dram_overflow") &&
-                        Catch::Matchers::Contains("needs") && Catch::Matchers::Contains("8192 MiB"));
+                        Catch::Matchers::Contains("does not fit in dram") && Catch::Matchers::Contains("of its 8192 MiB"));
   const auto fits = llm(base);  // 16 GiB
   CHECK(fits["llm"]["dram_overflow_bytes"] == 0);
   const auto over = llm(with({"system.memories.dram.capacity_MiB=8192", "workload.placement.allow_dram_overflow=true"}));

@@ -211,7 +211,7 @@ void llm_workload::pass(const pass_info& p) {
     const bool steady = sample_layers && l > 0 && sig == prev;  // like the layer before it
     prev = sig;
     // The last layer of a run is simulated as a check of the sample (results: sampling).
-    const bool last_of_run = l + 1 == m_model.layers || layer_signature(p, l + 1) != sig;
+    const bool last_of_run = sample_layers && (l + 1 == m_model.layers || layer_signature(p, l + 1) != sig);
     const bool check = steady && have && smp.signature == sig && last_of_run;
     if (steady && have && smp.signature == sig && !last_of_run) {
       skip_layer(p, l, smp);

@@ -4,6 +4,7 @@
 
 #include "firmware/functional/functional_run.h"
 #include "firmware/llm/recompute_plan.h"
+#include "firmware/llm/roofline.h"
 #include "models/memory/memory_target.h"
 #include "models/memory/refresh_control.h"
 
@@ -197,6 +198,8 @@ void llm_workload::add_results(nlohmann::json& r) const {
                    {"layers", {{"enabled", m_sample_layers},
                                {"extrapolated", m_layers_extrapolated},
                                {"check", check(m_layer_check)}}}};
+  // First-order estimates beside the simulated phases (docs/firmware.md, "Roofline").
+  r["roofline"] = {{"prefill", m_roof_prefill->results()}, {"decode", m_roof_decode->results()}};
   if (!m_task_origins.is_null()) r["llm"]["origins"] = m_task_origins;
   if (m_fn) m_fn->add_results(r);  // `quality` and `functional`
 }
@@ -226,6 +229,8 @@ std::string llm_workload::report() const {
                   m_plan->dram().c_str(), double(m_plan->dram_overflow_bytes()) / (1 << 20));
     s += buf;
   }
+  for (const auto& [phase, roof] : {std::pair{"prefill", m_roof_prefill.get()}, std::pair{"decode", m_roof_decode.get()}})
+    if (const std::string line = roof->summary(phase); !line.empty()) s += "  " + line + "\n";
   if (!m_task_note.empty()) s += "  " + m_task_note + "\n";
   if (m_sample_every > 1) {
     std::snprintf(buf, sizeof buf,

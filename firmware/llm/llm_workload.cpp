@@ -5,6 +5,7 @@
 #include "firmware/functional/functional_run.h"
 #include "firmware/llm/pass_trace.h"
 #include "firmware/llm/recompute_plan.h"
+#include "firmware/llm/roofline.h"
 #include "models/compute/compute_block.h"
 #include "models/interconnect/router.h"
 #include "models/memory/refresh_control.h"
@@ -129,6 +130,8 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   }
   check_sfu_rows(a, kv_tokens);
   m_driver = std::make_unique<driver>("firmware", a.platform);
+  m_roof_prefill = std::make_unique<roofline>(a.platform, m_plan->dram());
+  m_roof_decode = std::make_unique<roofline>(a.platform, m_plan->dram());
   m_ops = std::make_unique<layer_ops>(*m_driver, *m_plan, m_model, a.platform);
   m_ops->set_transient_refresh(m_refresh->transient());  // the lifetime rule, if the policy has one
   if (m_policy && m_policy->recomputes())  // AERP: how much to recompute, from the hardware
@@ -314,7 +317,9 @@ void llm_workload::run() {
     mark_context_chip_slots();
   } else {
     progress("prefill", 0, 1);
+    m_roof_prefill->begin();
     pass(p);  // the prefill attends to the whole context
+    m_roof_prefill->end(sc_core::sc_time_stamp().to_seconds(), 1);
     mark_context_chip_slots();
     if (m_policy) m_policy->prefill(m_context);
     apply_refresh();
@@ -323,6 +328,7 @@ void llm_workload::run() {
   m_prefill_s = sc_core::sc_time_stamp().to_seconds();
   if (const lifetime_rule* t = m_refresh->transient()) m_transient_prefill = t->totals();
   progress("decode step", 0, static_cast<unsigned>(m_decode));
+  m_roof_decode->begin();
   // Detailed: the first two steps (a slope to extrapolate with from the start), every k-th, the
   // last, and the first two of every new regime.
   auto detailed = [this](unsigned s) {
@@ -381,6 +387,7 @@ void llm_workload::run() {
     progress("decode step", s, static_cast<unsigned>(m_decode));
   }
   m_decode_s = sc_core::sc_time_stamp().to_seconds() - m_prefill_s;
+  if (m_decode > 0) m_roof_decode->end(m_decode_s, m_decode);
   if (m_policy) m_policy->update_groups();  // for the results
   m_done = true;
 }

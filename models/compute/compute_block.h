@@ -91,6 +91,11 @@ class compute_block : public sc_core::sc_module {
   // Victim selection (the systolic evictor): the KV heads one evict_select command serves, 0 when
   // the block does not select victims.
   virtual std::uint64_t victim_select_heads() const { return 0; }
+  // The cycles the commands so far would take at the block's peak rate, every unit busy every
+  // cycle (the compute term of a first-order estimate, docs/firmware.md, "Roofline"): the RSA's
+  // MACs over its PEs, the SFU's elements over its lanes, the evictor's active cycles. 0 for a
+  // block whose work is the memories' (the DMA). Derived from counters, so it covers sampled work.
+  virtual double work_cycles_at_peak() const { return 0.0; }
   // Functional mode: the unit that computes this block's results (nullptr: timing only).
   void set_functional(functional_unit* f) { m_functional = f; }
 

@@ -48,6 +48,12 @@ class memory_target : public sc_core::sc_module {
   std::uint64_t capacity_bytes() const { return m_capacity; }
   // The model's peak data bandwidth in bytes per second (what a perfect stream would reach).
   virtual double peak_bandwidth_Bps() const = 0;
+  // What a long sequential read stream sustains, bytes per second: the peak less what refresh
+  // and row switches take (first-order estimates, the roofline of docs/firmware.md). The peak
+  // unless the model knows better.
+  virtual double sustainable_bandwidth_Bps() const { return peak_bandwidth_Bps(); }
+  // Bytes read and written so far (the requests served).
+  double bytes_moved() const { return m_bytes_read.value() + m_bytes_written.value(); }
   // Silicon area of the array in mm2 (0 for off-chip memories).
   virtual double area_mm2() const { return 0.0; }
   // Dynamic energy of reading one byte, J (0 when the model does not say): what the firmware's

@@ -58,6 +58,7 @@ class evictor : public compute_block, public score_listener {
 
   std::uint64_t max_heads() const { return m_max_heads; }
   std::uint64_t victim_select_heads() const override { return m_max_heads; }
+  double work_cycles_at_peak() const override { return m_active_cycles.value(); }
   std::uint64_t select_cycles() const { return m_select_cycles; }
   double power_W() const { return m_power_W; }
 

@@ -45,6 +45,8 @@ class rsa : public compute_block {
 
   std::array<std::uint64_t, 4> operand_bytes(const command& c) const override;
   nlohmann::json last_command_report() const override { return m_last; }
+  // MACs over the PEs.
+  double work_cycles_at_peak() const override { return m_macs.value() / (double(m_rows) * double(m_cols)); }
 
  protected:
   cmd_status validate(const command& c) const override;

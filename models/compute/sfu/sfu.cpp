@@ -96,6 +96,14 @@ sfu::sfu(const sc_core::sc_module_name& n, const compute_args& a)
   m_stats.formula("area", "mm2", "SFU area (tech.sfu.area_mm2)", [area] { return area; });
 }
 
+double sfu::work_cycles_at_peak() const {
+  double cycles = 0;
+  for (std::size_t i = 0; i < op_count; ++i)
+    cycles += m_op_elements[i]->value() /
+              static_cast<double>(i == index_of(opcode::min_search) ? m_min_lanes : m_lanes);
+  return cycles;
+}
+
 sfu::tile_shape sfu::tile_for(const op_info& oi, std::uint64_t k) const {
   if (oi.rows && !oi.holds_row)  // min_search: scores stream through; the buffer holds indices
     return {m_buffer_elements * element_bytes / index_bytes, 0};

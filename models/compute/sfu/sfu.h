@@ -25,6 +25,7 @@ class sfu : public compute_block {
   std::array<std::uint64_t, 4> operand_bytes(const command& c) const override;
   // elements, tiles, beats, operand_wait_cycles, utilization, energy_J of the last command.
   nlohmann::json last_command_report() const override { return m_last; }
+  double work_cycles_at_peak() const override;  // elements over lanes (min_search: its own lanes)
 
   static constexpr std::uint32_t first_op = static_cast<std::uint32_t>(opcode::softmax);
   static constexpr std::size_t op_count = 10;  // softmax .. min_search

@@ -53,6 +53,7 @@ class lpddr4 : public memory_target {
 
   // data rate x channel width x channels.
   double peak_bandwidth_Bps() const override { return m_peak_Bps; }
+  double sustainable_bandwidth_Bps() const override { return expected_stream_bandwidth_Bps(tlm::TLM_READ_COMMAND); }
   double read_energy_J_per_byte() const override { return m_read_J_per_bit * 8.0; }
 
   location decode(std::uint64_t addr) const;

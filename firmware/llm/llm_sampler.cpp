@@ -28,8 +28,11 @@ std::vector<double> llm_workload::sample_vector(const counter_snapshot& c) const
   const auto& d = m_ops->dram();
   v.insert(v.end(), {d.weights, d.kv, d.activations, m_ops->kv_bytes_written(),
                      static_cast<double>(m_driver->commands_submitted()) + m_extra_commands});
-  // The simulated refresh only: what earlier extrapolations added is in the counters above.
-  for (refresh_control* e : m_edrams) v.push_back(e->refreshed_bytes() - e->extrapolated_refresh_bytes());
+  // The simulated refresh only (what earlier extrapolations added is in the counters above), as
+  // its expectation over the refresh ticks' phase: a buffer that lives a fraction of an interval
+  // is refreshed once or not at all by where the ticks fall, and a few samples' lottery repeated
+  // over every skipped step would not average out as the simulated steps do.
+  for (refresh_control* e : m_edrams) v.push_back(e->fluid_refresh_bytes());
   v.insert(v.end(), m_layer_s.begin(), m_layer_s.end());
   const std::size_t base = v.size();
   auto& kinds = m_life_kind;  // kinds seen so far, in order of first appearance
@@ -57,12 +60,14 @@ std::vector<double> llm_workload::sample_vector(const counter_snapshot& c) const
 }
 
 std::vector<double> llm_workload::sample_delta(const counter_snapshot& before, const std::vector<double>& v0,
-                                               double dt) const {
+                                               const sc_core::sc_time& start) const {
   std::vector<double> v = sample_vector(snapshot_counters());
   for (std::size_t i = 0; i < v.size(); ++i) v[i] -= i < v0.size() ? v0[i] : 0.0;
   // Of each eDRAM's refresh in the sample, only what transient data (live during the sample
   // only) cost is extrapolated: the data still live after it keeps being refreshed while the
-  // skipped time passes.
+  // skipped time passes: its continuous refresh, the live set's rate over the sample's time, is
+  // exactly what it added to the continuous figure above.
+  const double dt = (sc_core::sc_time_stamp() - start).to_seconds();
   for (std::size_t i = 0; i < m_edrams.size(); ++i)
     v[before.stats.size() + firmware_figures + i] -= m_edrams[i]->refresh_rate_Bps() * dt;
   return v;

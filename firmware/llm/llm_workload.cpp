@@ -222,7 +222,8 @@ void llm_workload::pass(const pass_info& p) {
     }
     const counter_snapshot before = steady ? snapshot_counters() : counter_snapshot{};
     const std::vector<double> v0 = steady ? sample_vector(before) : std::vector<double>{};
-    const double l0 = sc_core::sc_time_stamp().to_seconds();
+    const sc_core::sc_time start = sc_core::sc_time_stamp();
+    const double l0 = start.to_seconds();
     trace.layer_begin(l);
     m_scheduler->layer(*m_ops, p, l, x);
     trace.layer_end(l);
@@ -233,7 +234,7 @@ void llm_workload::pass(const pass_info& p) {
     } else if (steady) {  // the second layer of a run: the sample the rest of the run takes
       smp.signature = sig;
       smp.dt = dt;
-      smp.v = sample_delta(before, v0, dt);
+      smp.v = sample_delta(before, v0, start);
       smp.v[before.stats.size() + firmware_figures + m_edrams.size() + l] = 0;  // its time: skip_layer's own
       have = true;
     }
@@ -329,10 +330,16 @@ void llm_workload::run() {
   if (const lifetime_rule* t = m_refresh->transient()) m_transient_prefill = t->totals();
   progress("decode step", 0, static_cast<unsigned>(m_decode));
   m_roof_decode->begin();
-  // Detailed: the first two steps (a slope to extrapolate with from the start), every k-th, the
-  // last, and the first two of every new regime.
+  // Detailed: every k-th step, the last, and within each regime (the first from step 0) its
+  // steps 0, 1, 2, 4, 8, ... up to k: the slope that the skipped steps are extrapolated with
+  // comes from the last two detailed steps, and a sample's own error (a few microseconds, from
+  // sampled layers or a refresh falling into it) divided by their distance lands on every skipped
+  // step; spacing the first samples geometrically keeps the skipped span at most twice that
+  // distance, where two adjacent steps would multiply it by up to k.
   auto detailed = [this](unsigned s) {
-    return m_force_detailed > 0 || s % m_sample_every == 0 || s == 1 || s + 1 == m_decode;
+    const unsigned o = s - m_regime_start;
+    return m_force_detailed > 0 || s % m_sample_every == 0 || (o < m_sample_every && (o & (o - 1)) == 0) ||
+           s + 1 == m_decode;
   };
   for (unsigned s = 0; s < m_decode;) {
     if (!detailed(s)) {
@@ -351,6 +358,7 @@ void llm_workload::run() {
       if (m_regime != no_regime) m_force_detailed = 1;
       m_samples.clear();
       m_regime = r;
+      m_regime_start = s;
     }
     const bool sampling = m_sample_every > 1;
     const counter_snapshot before = sampling ? snapshot_counters() : counter_snapshot{};
@@ -364,7 +372,8 @@ void llm_workload::run() {
       predicted = std::max(0.0, a.dt + (a.x != q.x ? (a.dt - q.dt) * w : 0.0));
     }
     m_skipped_since_sample = false;
-    const double t0 = sc_core::sc_time_stamp().to_seconds();
+    const sc_core::sc_time start = sc_core::sc_time_stamp();
+    const double t0 = start.to_seconds();
     pass(p);
     if (predicted >= 0) {
       const double dt = sc_core::sc_time_stamp().to_seconds() - t0;
@@ -379,7 +388,7 @@ void llm_workload::run() {
       step_sample smp;
       smp.x = cost_driver(p);
       smp.dt = sc_core::sc_time_stamp().to_seconds() - t0;
-      smp.v = sample_delta(before, v0, smp.dt);
+      smp.v = sample_delta(before, v0, start);
       m_samples.push_back(std::move(smp));
       if (m_samples.size() > 2) m_samples.erase(m_samples.begin());
     }

@@ -56,9 +56,10 @@ class llm_workload : public workload {
   // in sample_vector(), after the statistics counters.
   static constexpr std::size_t firmware_figures = 5;
   std::vector<double> sample_vector(const counter_snapshot& counters) const;
-  // What a sample (a step or a layer) of `dt` simulated seconds added: sample_vector() now minus
-  // v0 (taken with `before`), less the refresh of data that stays live (it accrues by itself).
-  std::vector<double> sample_delta(const counter_snapshot& before, const std::vector<double>& v0, double dt) const;
+  // What a sample (a step or a layer) that began at `start` added: sample_vector() now minus v0
+  // (taken with `before`), less the refresh of data that stays live (it accrues by itself).
+  std::vector<double> sample_delta(const counter_snapshot& before, const std::vector<double>& v0,
+                                   const sc_core::sc_time& start) const;
   // Adds extrapolated amounts (laid out as sample_vector()) to the counters and figures they
   // come from; returns the DRAM traffic part.
   layer_ops::traffic add_extrapolated(const std::vector<double>& amount);
@@ -152,6 +153,7 @@ class llm_workload : public workload {
   unsigned m_detailed_steps = 0;
   std::vector<step_sample> m_samples;         // the last two detailed decode steps
   std::uint64_t m_regime = no_regime;         // of the last detailed step
+  unsigned m_regime_start = 0;                // the decode step its regime began at
   unsigned m_force_detailed = 0;              // steps to simulate in detail whatever k says
   bool m_step_ready = false;                  // the next step's policy step is already taken
   mutable std::map<std::string, unsigned> m_life_kind;  // lifetime kind -> index in step_sample::v

@@ -34,10 +34,13 @@ class refresh_control {
   virtual double refreshed_bytes() = 0;
   // Bytes per second the current live set costs in refresh.
   virtual double refresh_rate_Bps() const = 0;
+  // The refresh so far as if it were continuous: each interval's live byte-seconds over the
+  // interval (accounting brought up to now). The expectation of refreshed_bytes() over the refresh
+  // ticks' phase, without the tick lottery of data that lives a fraction of an interval: what
+  // sampled simulation extrapolates transient refresh from.
+  virtual double fluid_refresh_bytes() = 0;
   // Refresh of data that was live during passes that were not simulated (sampled decode).
   virtual void add_extrapolated_refresh(double bytes) = 0;
-  // The part of refreshed_bytes() that add_extrapolated_refresh() added.
-  virtual double extrapolated_refresh_bytes() const = 0;
 };
 
 }  // namespace kelle

@@ -100,6 +100,14 @@ double edram::refresh_rate_Bps() const {
   return r;
 }
 
+double edram::fluid_refresh_bytes() {
+  advance(sc_core::sc_time_stamp());
+  double b = 0;
+  for (const auto& c : m_intervals)
+    if (c.period > sc_core::SC_ZERO_TIME) b += c.live_bit_s / 8 / c.period.to_seconds();
+  return b;
+}
+
 std::uint64_t edram::live_bytes() const {
   std::uint64_t s = 0;
   for (const auto& c : m_intervals) s += c.live_bytes;

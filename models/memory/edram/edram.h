@@ -50,9 +50,9 @@ class edram : public banked_array, public refresh_control {
   std::uint64_t live_bytes() const;
   // Bytes per second the current live set costs in refresh (sum of live bytes / interval).
   double refresh_rate_Bps() const override;
+  double fluid_refresh_bytes() override;
   // Refresh of data that was live during passes that were not simulated (sampled decode).
   void add_extrapolated_refresh(double bytes) override { m_refresh_extrapolated += bytes; }
-  double extrapolated_refresh_bytes() const override { return m_refresh_extrapolated.value(); }
 
  protected:
   double access_share(const sc_core::sc_time& now) override;

@@ -105,7 +105,7 @@ run_point() {  # $1 point index; returns the simulator's exit status
   echo "running $job $host" >"$dir/status"
   current=$dir
   t0=$(date +%s)
-  "$KELLE_VP" run "$BASE" -o "$dir" --force -p workload.progress=false \
+  "$KELLE_VP" run "$BASE" -o "$dir" --force \
     "${COMMON[@]}" "${ARGS[@]}" "${EXTRA[@]}" >"$dir/log.txt" 2>&1 &
   wait $!
   rc=$?
@@ -144,7 +144,7 @@ def job_script(study, sel, args, vp, out):
         "#",
         f"# Study {study.name} ({study.path}): {len(sel)} point(s), {args.chunk} per array task.",
         "# Written by scripts/sweep --backend slurm. Each point runs",
-        "#   $KELLE_VP run $BASE -o $OUT/<point> --force -p workload.progress=false COMMON POINT EXTRA",
+        "#   $KELLE_VP run $BASE -o $OUT/<point> --force COMMON POINT EXTRA",
         "# into $OUT/<point>/ (log.txt, results.json, status), under a lock of its own. Edit and",
         "# resubmit with `sbatch THIS_FILE` (keep --array at 0-(tasks-1)); then",
         f"#   scripts/sweep {study.path} --backend slurm --out {out} --collect",
@@ -431,7 +431,7 @@ def main(study, args):
         for _, pid, _, _ in study.jobs:
             kind, note, _ = kinds[pid]
             print(f"  {'run ' if idx[pid] in sel else 'skip'} {pid}  ({kind}{': ' + note if note else ''})")
-        return 0
+        return study.check()  # every point through `kelle-vp check`, as the local backend does
     if sel and not os.access(vp, os.X_OK):
         error(f"--kelle-vp: {vp} is not an executable (build it on a file system the nodes share)")
     print(header, flush=True)

@@ -124,6 +124,13 @@ void check_creatable(const fs::path& dir, const std::string& option) {
     throw kelle::config_error(option + ": cannot create the folder (" + p.string() + " is not a folder)");
   if (::access(p.c_str(), W_OK | X_OK) != 0)
     throw kelle::config_error(option + ": cannot create the folder (" + p.string() + " is not writable)");
+  // access() answers yes to root for any folder, /proc included: try it, with a folder of our own
+  // that is removed at once, so that the output is known writable before the run spends its time.
+  std::string probe = (p / ".kelle-vp-probe-XXXXXX").string();
+  if (::mkdtemp(probe.data()) == nullptr)
+    throw kelle::config_error(option + ": cannot create the folder (" + p.string() + " is not writable: " +
+                              std::strerror(errno) + ")");
+  ::rmdir(probe.c_str());
 }
 
 // Checks every output option before anything is read or written: a run that is refused touches

@@ -146,7 +146,12 @@ std::string platform::memory_names() const {
 
 void platform::run() {
   const auto t0 = std::chrono::steady_clock::now();
-  sc_core::sc_start(sc_core::sc_time(m_time_limit_s, sc_core::SC_SEC), sc_core::SC_EXIT_ON_STARVATION);
+  try {
+    sc_core::sc_start(sc_core::sc_time(m_time_limit_s, sc_core::SC_SEC), sc_core::SC_EXIT_ON_STARVATION);
+  } catch (...) {  // an input error a process met (fail_during_run) is an input error still
+    if (const std::string t = take_run_input_error(); !t.empty()) throw config_error(t);
+    throw;
+  }
   m_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!m_workload->finished())
     throw std::runtime_error("the workload did not finish within sim.time_limit_s = " +

@@ -168,6 +168,15 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
   // DRAM spill area for activations: what is left of DRAM.
   m_dram_used = d - base;
   m_allow_overflow = allow;
+  m_spill_error = allow ? pl.error_text("allow_dram_overflow",
+                                        "the activations of a pass do not fit in " + m_dram +
+                                            " even with its addresses shared (a buffer larger than the DRAM "
+                                            "after the weights); reduce workload.batch or context_len")
+                        : pl.error_text("allow_dram_overflow",
+                                        "the activations of a pass do not fit in " + m_dram +
+                                            " beside the weights and KV; reduce workload.batch or context_len, or "
+                                            "set workload.placement.allow_dram_overflow: true to let them share its "
+                                            "addresses");
   m_fold_base = fold_base;
   m_fold_bytes = dram_end - fold_base;
   if (!fold_slots && d >= dram_end)  // the weights alone (the KV's need was checked above)
@@ -207,8 +216,7 @@ region memory_plan::alloc(std::uint64_t bytes) {
       m_spill_used += align(bytes, 64);
       return r;
     }
-    throw std::runtime_error("the activations do not fit in " + m_dram + " (" + std::to_string(bytes) +
-                             " B more; workload.placement.allow_dram_overflow lets them share its addresses)");
+    fail_during_run(m_spill_error + " (" + std::to_string(bytes) + " B more wanted)");
   }
   region r = m_spill;
   r.addr = m_spill.addr + m_spill_used;

@@ -111,6 +111,8 @@ class memory_plan {
   std::uint64_t m_dram_used = 0;
   std::uint64_t m_overflow_bytes = 0;
   bool m_allow_overflow = false;
+  // The input error of activations that do not fit (alloc, during the run), named at its key.
+  std::string m_spill_error;
   std::uint64_t m_fold_base = 0, m_fold_bytes = 0;  // the DRAM after the weights
   std::uint64_t m_spill_overflow = 0;               // the most the spills exceeded their area by
 };

@@ -545,12 +545,34 @@ void config_node::mark(const std::string& key) const {
   m_cfg->m_asked[m_path].insert(key);
 }
 
-void config_node::fail(const std::string& key, const std::string& message) const {
+std::string config_node::error_text(const std::string& key, const std::string& message) const {
   const std::string p = key_path(key);
   std::string where = m_cfg->where(p);
   if (where.empty()) where = m_cfg->where(m_path);
   if (where.empty()) where = m_cfg->m_main_file.empty() ? "<scenario>" : m_cfg->m_main_file;
-  throw config_error(where + ": " + p + ": " + message);
+  return where + ": " + p + ": " + message;
+}
+
+void config_node::fail(const std::string& key, const std::string& message) const {
+  throw config_error(error_text(key, message));
+}
+
+namespace {
+std::string& run_input_error() {
+  static std::string text;
+  return text;
+}
+}  // namespace
+
+void fail_during_run(const std::string& text) {
+  run_input_error() = text;
+  throw config_error(text);
+}
+
+std::string take_run_input_error() {
+  std::string t;
+  t.swap(run_input_error());
+  return t;
 }
 
 void config_node::set_default(const std::string& key, const std::string& text) const {

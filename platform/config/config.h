@@ -22,6 +22,14 @@ class config_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// An input error that only the run finds (a size the scenario asks for that the firmware's
+// allocation meets in the middle of a pass): thrown from a SystemC process, whose exceptions the
+// kernel turns into simulation errors, the text is kept here and platform::run throws it again
+// as the config_error it is (exit status 2).
+[[noreturn]] void fail_during_run(const std::string& text);
+// The kept text, once ("" when none).
+std::string take_run_input_error();
+
 class config;
 
 // A view of one map in the configuration tree. Every read marks the key as known, records the
@@ -76,6 +84,8 @@ class config_node {
   std::string key_path(const std::string& key) const;
   // Throws a config_error for `key` that names its file and line.
   [[noreturn]] void fail(const std::string& key, const std::string& message) const;
+  // The text fail() would throw.
+  std::string error_text(const std::string& key, const std::string& message) const;
 
  private:
   YAML::Node lookup(const std::string& key) const;

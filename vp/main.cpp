@@ -194,6 +194,8 @@ struct timeline_guard {
   }
 };
 
+std::string one_line(std::string m);
+
 int run(run_options& o) {
   if (!o.check_only) check_outputs(o);
   kelle::config cfg = kelle::config::load(o.scenario, o.overrides);
@@ -220,6 +222,10 @@ int run(run_options& o) {
     return 0;
   }
   p.run();
+  if (!p.input_error().empty()) {  // reported without an exception (platform::run)
+    std::fprintf(stderr, "kelle-vp: error: %s\n", one_line(p.input_error()).c_str());
+    return 2;
+  }
   if (kelle::timeline::open()) {
     const std::uint64_t events = kelle::timeline::get().finish();
     const std::uint64_t bytes = fs::file_size(timeline_tmp->path);

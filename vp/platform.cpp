@@ -146,13 +146,10 @@ std::string platform::memory_names() const {
 
 void platform::run() {
   const auto t0 = std::chrono::steady_clock::now();
-  try {
-    sc_core::sc_start(sc_core::sc_time(m_time_limit_s, sc_core::SC_SEC), sc_core::SC_EXIT_ON_STARVATION);
-  } catch (...) {  // an input error a process met (fail_during_run) is an input error still
-    if (const std::string t = take_run_input_error(); !t.empty()) throw config_error(t);
-    throw;
-  }
+  sc_core::sc_start(sc_core::sc_time(m_time_limit_s, sc_core::SC_SEC), sc_core::SC_EXIT_ON_STARVATION);
   m_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m_input_error = take_run_input_error();  // a process stopped the run (stop_run_for_input_error)
+  if (!m_input_error.empty()) return;
   if (!m_workload->finished())
     throw std::runtime_error("the workload did not finish within sim.time_limit_s = " +
                              format_number(m_time_limit_s) + " s of simulated time");

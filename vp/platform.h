@@ -24,7 +24,11 @@ class platform : public platform_view {
   ~platform() override;
 
   // Simulates until the workload has finished; throws if it has not within sim.time_limit_s.
+  // Returns early, with input_error() set, when a process stopped the run for an input error
+  // only the run meets (stop_run_for_input_error): the caller reports it (no exception is
+  // thrown once the kernel's coroutines have run).
   void run();
+  const std::string& input_error() const { return m_input_error; }
 
   nlohmann::json results() const;
   std::string report() const;
@@ -54,6 +58,7 @@ class platform : public platform_view {
   std::vector<std::unique_ptr<compute_block>> m_blocks;
   std::unique_ptr<workload> m_workload;
   double m_wall_s = 0.0;
+  std::string m_input_error;  // run() stopped by an input error (stop_run_for_input_error)
 };
 
 // The effective configuration as JSON (plain scalars become numbers or booleans where they are).

@@ -234,8 +234,9 @@ std::string llm_workload::report() const {
   if (!m_task_note.empty()) s += "  " + m_task_note + "\n";
   if (m_sample_every > 1) {
     std::snprintf(buf, sizeof buf,
-                  "  sampled decode     %u of %llu decode steps simulated in detail (every %u-th, the first two and "
-                  "the last); the others extrapolated; checked on %u steps: time within %.2g %% (max)\n",
+                  "  sampled decode     %u of %llu decode steps simulated in detail (every %u-th, the last, and each "
+                  "regime's steps 0, 1, 2, 4, ...); the others extrapolated; checked on %u steps: time within %.2g %% "
+                  "(max)\n",
                   m_detailed_steps, static_cast<unsigned long long>(m_decode), m_sample_every, m_step_check.n,
                   m_step_check.max * 100);
     s += buf;

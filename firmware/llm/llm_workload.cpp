@@ -117,6 +117,12 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   const std::string refresh_name = pol.get_choice(
       "refresh", fw_policy.get_choice("refresh", "none", refresh_policies().name_list()), refresh_policies().name_list());
   m_refresh = refresh_policies().create(refresh_name, pol);
+  // The lifetime rule counts every activation buffer's refresh and failures as it is released;
+  // a layer that is not simulated releases none, and sampled layers would leave them out.
+  if (m_sample_layers && m_refresh->transient())
+    p.fail("sample_layers", "policy.refresh " + refresh_name +
+                                " accounts each activation buffer's lifetime (its lifetime rule): simulate every "
+                                "layer (false)");
   if (m_refresh->needs_groups() && !m_policy)
     pol.fail("refresh", refresh_name + " needs the high/low-score groups of a KV policy that scores tokens "
                                        "(policy.kv: aep, aerp, streaming or h2o; this scenario has full)");

@@ -1,4 +1,5 @@
 #include "firmware/workload/memory_plan.h"
+#include "platform/system/workload.h"
 
 #include "models/interconnect/router.h"
 #include "models/memory/memory_target.h"
@@ -216,7 +217,7 @@ region memory_plan::alloc(std::uint64_t bytes) {
       m_spill_used += align(bytes, 64);
       return r;
     }
-    fail_during_run(m_spill_error + " (" + std::to_string(bytes) + " B more wanted)");
+    stop_run_for_input_error(m_spill_error + " (" + std::to_string(bytes) + " B more wanted)");
   }
   region r = m_spill;
   r.addr = m_spill.addr + m_spill_used;

@@ -35,7 +35,7 @@ class refresh_control {
   // Bytes per second the current live set costs in refresh.
   virtual double refresh_rate_Bps() const = 0;
   // The refresh so far as if it were continuous: each interval's live byte-seconds over the
-  // interval (accounting brought up to now). The expectation of refreshed_bytes() over the refresh
+  // interval (accounting brought up to now), plus add_refresh()'s bytes. The expectation of refreshed_bytes() over the refresh
   // ticks' phase, without the tick lottery of data that lives a fraction of an interval: what
   // sampled simulation extrapolates transient refresh from.
   virtual double fluid_refresh_bytes() = 0;

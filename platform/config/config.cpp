@@ -564,9 +564,8 @@ std::string& run_input_error() {
 }
 }  // namespace
 
-void fail_during_run(const std::string& text) {
-  run_input_error() = text;
-  throw config_error(text);
+void record_run_input_error(const std::string& text) {
+  if (run_input_error().empty()) run_input_error() = text;
 }
 
 std::string take_run_input_error() {

@@ -23,11 +23,12 @@ class config_error : public std::runtime_error {
 };
 
 // An input error that only the run finds (a size the scenario asks for that the firmware's
-// allocation meets in the middle of a pass): thrown from a SystemC process, whose exceptions the
-// kernel turns into simulation errors, the text is kept here and platform::run throws it again
-// as the config_error it is (exit status 2).
-[[noreturn]] void fail_during_run(const std::string& text);
-// The kept text, once ("" when none).
+// allocation meets in the middle of a pass). A SystemC process records it here and stops the
+// simulation (platform's stop_for_input_error): no exception crosses the kernel, whose
+// coroutine stacks an exception thrown after the simulation started would unwind across.
+// platform::run hands it over; the command line reports it as an input error (exit status 2).
+void record_run_input_error(const std::string& text);
+// The recorded text, once ("" when none).
 std::string take_run_input_error();
 
 class config;

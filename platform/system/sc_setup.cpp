@@ -10,7 +10,9 @@
 namespace kelle {
 namespace {
 
-void report_handler(const sc_core::sc_report& r, const sc_core::sc_actions&) {
+void report_handler(const sc_core::sc_report& r, const sc_core::sc_actions& actions) {
+  // Notes and warnings muted with set_actions(..., SC_DO_NOTHING) stay muted.
+  if (actions == sc_core::SC_DO_NOTHING && r.get_severity() <= sc_core::SC_WARNING) return;
   const std::string where = r.get_msg_type();
   const std::string msg = r.get_msg();
   const std::string t = sc_core::sc_time_stamp().to_string();

@@ -32,7 +32,7 @@ nlohmann::json llm(std::vector<std::string> overrides) {
 
 }  // namespace
 
-TEST_CASE("llm: every model fetches its whole weights from DRAM once per decode step", "[llm]") {
+TEST_CASE("llm: every model fetches its whole weights from DRAM once per decode step", "[llm][slow]") {
   for (const auto& name : models().name_list()) {
     INFO(name);
     const auto m = models().create(name);
@@ -70,7 +70,7 @@ TEST_CASE("llm: prefill and decode write the KV of every token the policy stores
   CHECK(std::count(layers.begin(), layers.end(), '\n') == 1 + 28);
 }
 
-TEST_CASE("llm: the kelle scheduler shortens activation lifetimes and is not slower", "[llm]") {
+TEST_CASE("llm: the kelle scheduler shortens activation lifetimes and is not slower", "[llm][slow]") {
   for (const char* model : {"llama2-7b", "llama3.2-3b"}) {
     INFO(model);
     const std::vector<std::string> w = {std::string("workload.model=") + model, "workload.context_len=16",
@@ -89,7 +89,7 @@ TEST_CASE("llm: the kelle scheduler shortens activation lifetimes and is not slo
   }
 }
 
-TEST_CASE("llm: decode is weight-bound at batch 1 and KV-bound at batch 16 past the predicted crossover", "[llm]") {
+TEST_CASE("llm: decode is weight-bound at batch 1 and KV-bound at batch 16 past the predicted crossover", "[llm][slow]") {
   // Per decode step the weights are read once (W bytes) and each sequence's K and V are read
   // once per layer: B x N x layers x kv_bytes_per_token_layer. They cross at
   // N* = W / (B x layers x kv_bytes_per_token_layer): 788 tokens for Llama2-7B at batch 16.
@@ -119,7 +119,7 @@ TEST_CASE("llm: decode is weight-bound at batch 1 and KV-bound at batch 16 past 
   }
 }
 
-TEST_CASE("llm: the worked-example scheduler (prefetch) overlaps but does not reorder", "[llm]") {
+TEST_CASE("llm: the worked-example scheduler (prefetch) overlaps but does not reorder", "[llm][slow]") {
   const std::vector<std::string> w = {"workload.model=llama2-7b", "workload.context_len=16", "workload.decode_len=2"};
   auto run = [&](const char* s) {
     auto o = w;
@@ -134,7 +134,7 @@ TEST_CASE("llm: the worked-example scheduler (prefetch) overlaps but does not re
   CHECK(p["traffic_bytes"]["dram_weights"] == b["traffic_bytes"]["dram_weights"]);
 }
 
-TEST_CASE("llm: a KV policy bounds the tokens each decode step attends to", "[llm]") {
+TEST_CASE("llm: a KV policy bounds the tokens each decode step attends to", "[llm][slow]") {
   // Decode only, context 256, one step: `full` attends to 257 tokens per head, `aep` with
   // N' = 128 (its default) to 128; the KV bytes read from DRAM scale with that (plus the new
   // token's write and the RoPE of its key in place: K and its table read, K written, 1.5 tokens).
@@ -157,7 +157,7 @@ TEST_CASE("llm: a KV policy bounds the tokens each decode step attends to", "[ll
   CHECK(aep["latency_s"]["decode"].get<double>() < full["latency_s"]["decode"].get<double>());
 }
 
-TEST_CASE("llm: AERP recomputes the x tokens' K and V on the RSA, stacked under the new rows", "[llm]") {
+TEST_CASE("llm: AERP recomputes the x tokens' K and V on the RSA, stacked under the new rows", "[llm][slow]") {
   // The same decode step with aep and aerp (same budget, same kept sets): AERP's stacked rows add
   // exactly the recompute MACs the policy decided, the recomputed K and V are staged and attended,
   // and the new tokens' K and V still reach the cache.
@@ -190,7 +190,7 @@ TEST_CASE("llm: AERP recomputes the x tokens' K and V on the RSA, stacked under 
   CHECK(aerp["traffic_bytes"]["dram_kv"].get<double>() > aep["traffic_bytes"]["dram_kv"].get<double>());
 }
 
-TEST_CASE("llm: an evicting layer picks its victims on the systolic evictor, or by an SFU min search without one", "[llm]") {
+TEST_CASE("llm: an evicting layer picks its victims on the systolic evictor, or by an SFU min search without one", "[llm][slow]") {
   // Kelle's accelerator with its evictor and without it (system.compute.evictor.enabled=false).
   auto run = [](const char* enabled) {
     return llm({std::string("system.compute.evictor.enabled=") + enabled, "workload.model=llama2-7b",
@@ -211,7 +211,7 @@ TEST_CASE("llm: an evicting layer picks its victims on the systolic evictor, or 
   CHECK(without["latency_s"]["decode"].get<double>() > with["latency_s"]["decode"].get<double>());
 }
 
-TEST_CASE("llm: 2DRP spends less refresh energy than a uniform 45 us refresh, at the paper's failure rate", "[llm]") {
+TEST_CASE("llm: 2DRP spends less refresh energy than a uniform 45 us refresh, at the paper's failure rate", "[llm][slow]") {
   auto run = [](std::vector<std::string> extra) {
     std::vector<std::string> o = {"workload.model=llama2-7b", "workload.context_len=32", "workload.decode_len=2",
                                   "policy.kv=aep"};
@@ -238,7 +238,7 @@ TEST_CASE("llm: 2DRP spends less refresh energy than a uniform 45 us refresh, at
   CHECK(two["refresh"]["expected_failed_bits"].get<double>() > 0);
 }
 
-TEST_CASE("llm: round-robin banks move the same bytes as fcfs ones, with refresh, in about the same time", "[llm]") {
+TEST_CASE("llm: round-robin banks move the same bytes as fcfs ones, with refresh, in about the same time", "[llm][slow]") {
   const std::vector<std::string> o = {"workload.model=llama2-7b", "workload.context_len=32", "workload.decode_len=2",
                                       "policy.kv=aep", "policy.refresh=2drp"};
   auto rr = o;

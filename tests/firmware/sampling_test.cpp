@@ -60,7 +60,7 @@ double worst_difference(const nlohmann::json& a, const nlohmann::json& b, std::s
 
 }  // namespace
 
-TEST_CASE("sampled decode: every reported figure within 1 % of the detailed run", "[sampling]") {
+TEST_CASE("sampled decode: every reported figure within 1 % of the detailed run", "[sampling][slow]") {
   // A growing KV (full cache, a small Llama-shaped model: many cheap steps) and Llama3.2-3B with
   // AERP and 2DRP whose kept set saturates mid-run (a new regime: eviction starts). (A run that
   // lasts only a few 2DRP intervals, such as the small model's 20 ms, has refresh energy that
@@ -106,7 +106,7 @@ TEST_CASE("sampled decode: every reported figure within 1 % of the detailed run"
   }
 }
 
-TEST_CASE("operand transactions: bounded per operand, converged, and not growing with the KV length", "[sampling]") {
+TEST_CASE("operand transactions: bounded per operand, converged, and not growing with the KV length", "[sampling][slow]") {
   auto at = [](std::uint64_t context, unsigned bound) {
     std::vector<std::string> o = {"workload.model=llama3.2-3b", "workload.batch=4", "workload.skip_prefill=true",
                                   "workload.decode_len=1", "workload.context_len=" + std::to_string(context)};
@@ -136,7 +136,7 @@ TEST_CASE("operand transactions: bounded per operand, converged, and not growing
   }
 }
 
-TEST_CASE("SFU operand transactions: the systems' size converged against 4x finer ones", "[sampling]") {
+TEST_CASE("SFU operand transactions: the systems' size converged against 4x finer ones", "[sampling][slow]") {
   // The prefill of a Llama2-7B layer at batch 16 x 512 tokens: its activations spill to DRAM, so
   // every SFU tile (its 32 KiB buffer) is read from and written to DRAM, the case where the
   // transaction size could matter; two decode steps cover tiles in the activation arena. The
@@ -173,7 +173,7 @@ TEST_CASE("SFU operand transactions: the systems' size converged against 4x fine
   }
 }
 
-TEST_CASE("DMA transactions: the systems' size against 4x finer ones with the same bytes in flight", "[sampling]") {
+TEST_CASE("DMA transactions: the systems' size against 4x finer ones with the same bytes in flight", "[sampling][slow]") {
   // A Llama2-7B layer's decode at batch 16 with 1024 tokens of KV (full cache, in DRAM): the
   // weight tiles stream in while the RSA reads its operands from the same memories, the case
   // where an operand read queues behind the copies' transactions (a transaction is atomic at a
@@ -228,7 +228,7 @@ TEST_CASE("sampled layers: every reported figure within 1 % of every layer simul
   CHECK(sampled["kv"]["tokens_kept"] == detailed["kv"]["tokens_kept"]);
 }
 
-TEST_CASE("sampled decode: each detailed step after skipped ones checks the extrapolation", "[sampling]") {
+TEST_CASE("sampled decode: each detailed step after skipped ones checks the extrapolation", "[sampling][slow]") {
   std::vector<std::string> o = {"workload.model=llama3.2-3b", "workload.context_len=16", "workload.decode_len=13",
                                 "workload.sample_every=4"};
   const auto r = run(o);

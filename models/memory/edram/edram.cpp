@@ -102,7 +102,7 @@ double edram::refresh_rate_Bps() const {
 
 double edram::fluid_refresh_bytes() {
   advance(sc_core::sc_time_stamp());
-  double b = 0;
+  double b = m_refresh_lifetime;  // the lifetime rule's refreshes of stalled buffers: events, not ticks
   for (const auto& c : m_intervals)
     if (c.period > sc_core::SC_ZERO_TIME) b += c.live_bit_s / 8 / c.period.to_seconds();
   return b;

@@ -217,7 +217,8 @@ region memory_plan::alloc(std::uint64_t bytes) {
       m_spill_used += align(bytes, 64);
       return r;
     }
-    stop_run_for_input_error(m_spill_error + " (" + std::to_string(bytes) + " B more wanted)");
+    record_run_input_error(m_spill_error + " (" + std::to_string(bytes) + " B more wanted)");
+    stop_run_for_input_error();
   }
   region r = m_spill;
   r.addr = m_spill.addr + m_spill_used;

@@ -24,7 +24,7 @@ class config_error : public std::runtime_error {
 
 // An input error that only the run finds (a size the scenario asks for that the firmware's
 // allocation meets in the middle of a pass). A SystemC process records it here and stops the
-// simulation (platform's stop_for_input_error): no exception crosses the kernel, whose
+// simulation (stop_run_for_input_error, workload.h): no exception crosses the kernel, whose
 // coroutine stacks an exception thrown after the simulation started would unwind across.
 // platform::run hands it over; the command line reports it as an input error (exit status 2).
 void record_run_input_error(const std::string& text);

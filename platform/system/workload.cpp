@@ -2,8 +2,7 @@
 
 namespace kelle {
 
-void stop_run_for_input_error(const std::string& text) {
-  record_run_input_error(text);
+void stop_run_for_input_error() {
   // The kernel's "simulation stopped by user" note would be a second line beside the error.
   sc_core::sc_report_handler::set_actions(sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
   sc_core::sc_stop();

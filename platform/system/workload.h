@@ -54,10 +54,11 @@ struct workload_args {
   const config_node* root = nullptr;  // the scenario's top level (top-level keys such as `scheduler`)
 };
 
-// Ends the run from inside a workload's SystemC thread with an input error that only the run
-// meets (record_run_input_error, config.h): the simulation stops and the calling thread is
-// never resumed; platform::run reports it. Does not return.
-[[noreturn]] void stop_run_for_input_error(const std::string& text);
+// Ends the run from inside a workload's SystemC thread after record_run_input_error (config.h):
+// the simulation stops and the calling thread is never resumed; platform::run reports the error.
+// Does not return, so the caller lets its own heap objects go first (the message included): the
+// suspended frames are never unwound.
+[[noreturn]] void stop_run_for_input_error();
 
 using workload_registry = registry<workload, const workload_args&>;
 workload_registry& workloads();

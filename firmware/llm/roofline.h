@@ -35,10 +35,6 @@ class roofline {
   // One report line, or "" before end().
   std::string summary(const std::string& phase) const;
 
-  // The figures of end().
-  double bound_s() const { return m_bound_s; }
-  double no_overlap_s() const { return m_no_overlap_s; }
-
  private:
   struct resource {
     std::string name;

@@ -392,3 +392,32 @@ TEST_CASE("llm: weights and KV beyond the DRAM are refused unless the overflow i
   CHECK(over["traffic_bytes"]["dram_total"] == fits["traffic_bytes"]["dram_total"]);
   CHECK(over["latency_s"]["total"].get<double>() == Approx(fits["latency_s"]["total"].get<double>()).epsilon(0.02));
 }
+
+TEST_CASE("llm: the roofline bounds each phase from the modelled hardware's own rates and counters", "[llm]") {
+  // Batch-1 decode of a small model: weight-bound. The estimate is a bound (no phase is faster
+  // than its busiest resource at its sustainable rate), the DRAM term is its served bytes over
+  // the LPDDR4's analytical stream bandwidth, and the sum without overlap is above the bound.
+  const std::string model = "workload.model={name: small4, layers: 4, hidden: 1024, heads: 8, kv_heads: 8, "
+                            "head_dim: 128, ffn: 2816, ffn_type: gated_silu, norm: rmsnorm, vocab: 32000}";
+  const auto r = llm({model, "workload.batch=1", "workload.context_len=32", "workload.decode_len=3"});
+  for (const char* phase : {"prefill", "decode"}) {
+    INFO(phase);
+    const auto& f = r["roofline"][phase];
+    const double sim = f["simulated_s"].get<double>(), bound = f["bound_s"].get<double>();
+    CHECK(bound > 0);
+    CHECK(sim >= bound * (1 - 1e-9));
+    CHECK(f["no_overlap_s"].get<double>() >= bound * (1 - 1e-9));
+    const auto& bn = f["resources"][f["bottleneck"].get<std::string>()];
+    CHECK(bn["demand_s"].get<double>() == Approx(bound));
+    const auto& dram = f["resources"]["dram"];
+    CHECK(dram["sustainable_GBps"].get<double>() ==
+          Approx(r["stats"]["dram"]["stream_bandwidth_expected"]["value"].get<double>()));
+    CHECK(dram["demand_s"].get<double>() ==
+          Approx(dram["bytes"].get<double>() / (dram["sustainable_GBps"].get<double>() * 1e9)));
+  }
+  const auto& d = r["roofline"]["decode"];
+  CHECK(d["passes"] == 3);
+  CHECK(d["bottleneck"] == "dram");
+  // A decode pass reads every weight once: the DRAM's bytes are at least the weights of 3 passes.
+  CHECK(d["resources"]["dram"]["bytes"].get<double>() >= 3 * r["llm"]["weight_bytes_per_pass"].get<double>());
+}

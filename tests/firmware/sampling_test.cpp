@@ -58,6 +58,16 @@ double worst_difference(const nlohmann::json& a, const nlohmann::json& b, std::s
   return worst;
 }
 
+// An 8-layer Llama-shaped model on Kelle+eDRAM with AEP and 2DRP (the KV of some layers on
+// chip, the others in DRAM: two runs of alike layers), prefill and decode.
+std::vector<std::string> small8_aep_2drp(unsigned batch, unsigned decode_len) {
+  return {"workload.model={name: small8, layers: 8, hidden: 1024, heads: 8, kv_heads: 8, head_dim: 128, ffn: 2816, "
+          "ffn_type: gated_silu, norm: rmsnorm, vocab: 32000}",
+          "workload.batch=" + std::to_string(batch), "workload.context_len=64",
+          "workload.decode_len=" + std::to_string(decode_len), "policy.kv=aep", "policy.kv_budget=40",
+          "policy.recent_window=8", "policy.sink_tokens=4", "policy.refresh=2drp"};
+}
+
 }  // namespace
 
 TEST_CASE("sampled decode: every reported figure within 1 % of the detailed run", "[sampling][slow]") {
@@ -198,13 +208,7 @@ TEST_CASE("DMA transactions: the systems' size against 4x finer ones with the sa
 }
 
 TEST_CASE("sampled layers: every reported figure within 1 % of every layer simulated, with a measured bound", "[sampling]") {
-  // An 8-layer Llama-shaped model on Kelle+eDRAM with AEP and 2DRP (the KV of some layers on
-  // chip, the others in DRAM: two runs of alike layers), prefill and decode.
-  const std::string model = "workload.model={name: small8, layers: 8, hidden: 1024, heads: 8, kv_heads: 8, "
-                            "head_dim: 128, ffn: 2816, ffn_type: gated_silu, norm: rmsnorm, vocab: 32000}";
-  std::vector<std::string> o = {model, "workload.batch=16", "workload.context_len=64", "workload.decode_len=6",
-                                "policy.kv=aep", "policy.kv_budget=40", "policy.recent_window=8",
-                                "policy.sink_tokens=4", "policy.refresh=2drp"};
+  std::vector<std::string> o = small8_aep_2drp(16, 6);
   const auto detailed = run(o);
   o.push_back("workload.sample_layers=true");
   const auto sampled = run(o);
@@ -215,9 +219,9 @@ TEST_CASE("sampled layers: every reported figure within 1 % of every layer simul
   const double d = worst_difference(detailed, sampled, where, "refresh");
   INFO("largest difference " << d * 100 << " % in " << where);
   CHECK(d < 0.01);
-  // Refresh too: the data that stays live is taken out of a sample's refresh in the ticks that
-  // fell in it (a rate times the layer's time left the ticks' phase in every repeated layer:
-  // 1.2 % of the activation eDRAM's refresh energy in this 2 ms run).
+  // Refresh too: a sample's transient refresh is taken from the eDRAM's continuous refresh (the
+  // expectation over the ticks' phase; the ticks that fell in the sample repeated over every
+  // skipped layer were 1.2 % of the activation eDRAM's refresh energy in this 2 ms run).
   const double r = worst_difference(detailed, sampled, where);
   INFO("largest difference with refresh " << r * 100 << " % in " << where);
   CHECK(r < 0.01);
@@ -243,11 +247,7 @@ TEST_CASE("sampled decode over sampled layers: every reported figure within 1 %,
   // 2DRP: the slope of sampled decode comes from detailed steps whose layers are sampled, so a
   // sample's own error (a few microseconds) divided by the samples' distance lands on every
   // skipped step; the first samples of a regime are spaced geometrically to bound that.
-  const std::string model = "workload.model={name: small8, layers: 8, hidden: 1024, heads: 8, kv_heads: 8, "
-                            "head_dim: 128, ffn: 2816, ffn_type: gated_silu, norm: rmsnorm, vocab: 32000}";
-  std::vector<std::string> o = {model, "workload.batch=4", "workload.context_len=64", "workload.decode_len=70",
-                                "policy.kv=aep", "policy.kv_budget=40", "policy.recent_window=8",
-                                "policy.sink_tokens=4", "policy.refresh=2drp"};
+  std::vector<std::string> o = small8_aep_2drp(4, 70);
   const auto detailed = run(o);
   o.push_back("workload.sample_layers=true");
   o.push_back("workload.sample_every=32");

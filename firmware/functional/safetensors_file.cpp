@@ -48,7 +48,8 @@ st_file parse_st(const std::string& path, const std::string& bytes) {
 // The model's hyper-parameters: config.json beside the file, else __metadata__.
 nlohmann::json st_params(const std::string& path, const st_file& s) {
   const auto cj = std::filesystem::path(path).parent_path() / "config.json";
-  if (std::filesystem::exists(cj)) {
+  std::error_code ec;
+  if (std::filesystem::exists(cj, ec)) {
     try {
       return nlohmann::json::parse(read_file(cj.string()));
     } catch (const model_file_error&) {

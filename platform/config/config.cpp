@@ -1,11 +1,13 @@
 #include "platform/config/config.h"
 
-
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
+
+#include <yaml-cpp/eventhandler.h>
 
 namespace fs = std::filesystem;
 
@@ -84,53 +86,70 @@ void record_origins(const YAML::Node& n, const std::string& path, const std::str
   }
 }
 
-// Counts the nodes of `n` with aliases expanded (what a merge or results.json would build),
-// stopping as soon as the budget is spent: an alias bomb costs at most `budget` steps.
-bool within_nodes(const YAML::Node& n, std::uint64_t& budget) {
-  if (budget == 0) return false;
+// What is wrong with the size of a YAML tree, aliases expanded (what a merge or results.json
+// would build): "" if nothing. The count stops as soon as the budget is spent, so an alias bomb
+// costs at most `budget` steps; the depth stops an alias inside its own anchor (&x {d: *x}), a
+// tree without end that yaml-cpp builds as a cycle.
+std::string oversize(const YAML::Node& n, std::uint64_t& budget, unsigned depth = 0) {
+  if (budget == 0)
+    return "more than " + std::to_string(config_limits::nodes) + " YAML nodes (aliases expanded)";
+  if (depth > config_limits::nesting)
+    return "nested deeper than " + std::to_string(config_limits::nesting) +
+           " levels (an alias inside its own anchor?)";
   --budget;
   if (n.IsMap()) {
     for (const auto& kv : n)
-      if (!within_nodes(kv.second, budget)) return false;
+      if (std::string why = oversize(kv.second, budget, depth + 1); !why.empty()) return why;
   } else if (n.IsSequence()) {
     for (const auto& e : n)
-      if (!within_nodes(e, budget)) return false;
+      if (std::string why = oversize(e, budget, depth + 1); !why.empty()) return why;
   }
-  return true;
+  return {};
 }
 
-// The line (from 1) of a document whose first token is ',' (0: none). yaml-cpp 0.7 never
-// returns from such a text (it allocates until memory runs out); a flow indicator cannot start
-// a document, so it is a syntax error found before the parser sees it.
-std::size_t comma_at_document_start(const std::string& text) {
-  bool at_start = true;
-  std::size_t line = 0, pos = 0;
-  while (pos <= text.size()) {
-    const std::size_t nl = text.find('\n', pos);
-    std::string l = text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-    pos = nl == std::string::npos ? text.size() + 1 : nl + 1;
-    ++line;
-    const std::size_t b = l.find_first_not_of(" \t\r");
-    if (b == std::string::npos || l[b] == '#') continue;
-    l = l.substr(b);
-    if (l.compare(0, 3, "---") == 0 && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r')) {
-      const std::size_t r = l.find_first_not_of(" \t\r", 3);
-      if (r == std::string::npos || l[r] == '#') {
-        at_start = true;
-        continue;
-      }
-      l = l.substr(r);
-      at_start = true;
-    } else if (l.compare(0, 3, "...") == 0) {
-      at_start = true;
-      continue;
-    } else if (at_start && l[0] == '%') {
-      continue;  // a directive
+// How many YAML documents a text holds: 0, 1 or 2 (two or more), and where the second starts.
+// yaml-cpp 0.7 never returns from YAML::LoadAll on a token that no rule of a document consumes
+// (a ',' at a document's start or after a top-level scalar, say): its parser returns an empty
+// document at that token again and again, allocating until memory runs out (fixed upstream after
+// 0.8.0). The documents are counted first, at most three, with a handler that builds nothing; a
+// document that starts where the one before it did is that token: a YAML::ParserException there.
+struct document_count {
+  int documents = 0;
+  YAML::Mark second;
+};
+
+class document_starts final : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> starts;
+  void OnDocumentStart(const YAML::Mark& m) override { starts.push_back(m); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+document_count count_documents(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  document_starts h;
+  while (h.starts.size() < 3 && parser.HandleNextDocument(h)) {
+    const std::size_t n = h.starts.size();
+    if (n >= 2 && h.starts[n - 1].pos == h.starts[n - 2].pos) {
+      const YAML::Mark& m = h.starts[n - 1];
+      const unsigned char c = m.pos >= 0 && static_cast<std::size_t>(m.pos) < text.size() ? text[m.pos] : 0;
+      char shown[8];
+      std::snprintf(shown, sizeof shown, c >= 0x20 && c < 0x7f ? "'%c'" : "byte 0x%02x", c);
+      throw YAML::ParserException(m, std::string("unexpected ") + shown + " (no YAML node starts with it here)");
     }
-    if (at_start && l[0] == ',') return line;
-    at_start = false;
   }
-  return 0;
+  document_count r;
+  r.documents = static_cast<int>(std::min<std::size_t>(h.starts.size(), 2));
+  if (h.starts.size() >= 2) r.second = h.starts[1];
+  return r;
 }
 
 std::string line_of(const std::string& name, const YAML::Mark& m) {
@@ -255,41 +274,39 @@ struct loader {
     const bool looks_like_file = name.find('/') != std::string::npos ||
                                  fs::path(name).extension() == ".yaml" ||
                                  fs::path(name).extension() == ".yml";
+    std::error_code ec;  // a name the file system refuses (too long, say) is a name not found
     if (looks_like_file) {
       const fs::path rel = from.parent_path() / name;
-      if (fs::exists(rel)) return rel;
+      if (fs::exists(rel, ec)) return rel;
       throw config_error(where + ": system: file '" + name + "' not found (looked in " +
                          rel.parent_path().string() + ")");
     }
     const fs::path builtin = fs::path(scenarios_dir()) / "systems" / (name + ".yaml");
-    if (fs::exists(builtin)) return builtin;
+    if (fs::exists(builtin, ec)) return builtin;
     throw config_error(where + ": system: '" + name +
                        "' is not a built-in system (expected one of: " + list_systems() +
                        ") nor a .yaml file");
   }
 
   YAML::Node parse(const std::string& text, const std::string& name) {
-    std::vector<YAML::Node> docs;
-    if (const std::size_t l = comma_at_document_start(text))
-      throw config_error(name + ":" + std::to_string(l) + ": YAML syntax error: a document cannot start with ','");
+    YAML::Node n;
     try {
-      docs = YAML::LoadAll(text);
+      const document_count docs = count_documents(text);
+      if (docs.documents > 1)
+        throw config_error(line_of(name, docs.second) +
+                           ": a second YAML document ('---'); a scenario file holds one (use include: for more files)");
+      if (docs.documents == 1) n = YAML::Load(text);
     } catch (const YAML::ParserException& e) {
       throw config_error(line_of(name, e.mark) + ": YAML syntax error: " + e.msg);
     } catch (const YAML::Exception& e) {  // e.g. an alias to an anchor not defined
       throw config_error(line_of(name, e.mark) + ": YAML error: " + e.msg);
     }
-    if (docs.size() > 1)
-      throw config_error(line_of(name, docs[1].Mark()) +
-                         ": a second YAML document ('---'); a scenario file holds one (use include: for more files)");
-    if (docs.empty() || docs[0].IsNull()) return YAML::Node(YAML::NodeType::Map);
-    YAML::Node n = docs[0];
+    if (!n.IsDefined() || n.IsNull()) return YAML::Node(YAML::NodeType::Map);
     if (!n.IsMap())
       throw config_error(name + ": expected a map of keys at the top level, got " + kind_of(n));
     std::uint64_t budget = config_limits::nodes;
-    if (!within_nodes(n, budget))
-      throw config_error(name + ": more than " + std::to_string(config_limits::nodes) +
-                         " YAML nodes (aliases expanded); a scenario is far smaller");
+    if (const std::string why = oversize(n, budget); !why.empty())
+      throw config_error(name + ": " + why + "; a scenario is far smaller");
     check_keys(n, "", name);
     return n;
   }
@@ -431,15 +448,15 @@ void config::apply_override(const std::string& assignment) {
   const std::string text = assignment.substr(eq + 1);
   if (text.empty()) throw config_error(where + ": the value is empty");
   YAML::Node value;
-  if (comma_at_document_start(text)) throw config_error(where + ": the value is not valid YAML: it cannot start with ','");
   try {
+    count_documents(text);
     value = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw config_error(where + ": the value is not valid YAML: " + e.msg);
   }
   std::uint64_t budget = config_limits::nodes;
-  if (!within_nodes(value, budget))
-    throw config_error(where + ": more than " + std::to_string(config_limits::nodes) + " YAML nodes in the value");
+  if (const std::string why = oversize(value, budget); !why.empty())
+    throw config_error(where + ": the value: " + why);
   check_keys(value, path, where, false);
   const auto parts = split_path(path);
   YAML::Node cur = m_root;

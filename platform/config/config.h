@@ -106,6 +106,7 @@ struct config_limits {
   static constexpr std::uint64_t file_bytes = 4u << 20;    // one scenario, system or included file
   static constexpr std::uint64_t nodes = 200000;           // YAML nodes, aliases expanded
   static constexpr unsigned include_depth = 32;            // nested includes
+  static constexpr unsigned nesting = 64;                  // levels of maps and lists in a tree
 };
 
 // A scenario: the merged tree of a file and its includes, with -p overrides applied.

@@ -69,8 +69,11 @@ printf '#!/bin/sh\nsleep 4\nexec %s "$@"\n' "$vp" >"$tmp/slow-vp"; chmod +x "$tm
 sweep --kelle-vp "$tmp/slow-vp" --max-parallel 1 >"$out/run3.txt" 2>&1
 job=$(sed -n 's/^submitted job array \([0-9]*\):.*/\1/p' "$out/run3.txt")
 [ -n "$job" ] || die "no job id printed: $(cat "$out/run3.txt")"
-for i in $(seq 100); do [ "$(task_state "${job}_0")" = RUNNING ] && break; sleep 0.2; done
-[ "$(task_state "${job}_0")" = RUNNING ] || die "task ${job}_0 did not start"
+# Running means the point has started: Slurm says RUNNING a moment before the job script writes
+# the point's status, and a task cancelled in that moment is, rightly, "cancelled before it started".
+started() { [ "$(task_state "${job}_0")" = RUNNING ] && grep -q "^running ${job}_0 " "$out/slurm/$a/status" 2>/dev/null; }
+for i in $(seq 100); do started && break; sleep 0.2; done
+started || die "task ${job}_0 did not start its point $a"
 scancel "${job}_0"
 for i in $(seq 100); do [ "$(task_state "${job}_0")" = CANCELLED ] && break; sleep 0.2; done
 rc=0; sweep --collect >"$out/collect.txt" 2>&1 || rc=$?

@@ -390,6 +390,14 @@ void llm_workload::run() {
       apply_refresh();
     }
     ++m_detailed_steps;
+    // The step's regime as it ran: the attention's grouping is known once the layers have found
+    // the arena (the first step), or changed with it; a sample before it is of another regime.
+    if (const std::uint64_t r = regime(p); r != m_regime) {
+      if (!m_samples.empty()) m_force_detailed = 1;
+      m_samples.clear();
+      m_regime = r;
+      m_regime_start = s;
+    }
     if (sampling) {
       step_sample smp;
       smp.x = cost_driver(p);

@@ -38,14 +38,30 @@ command layer_ops::av_command(std::uint64_t heads, std::uint64_t rows, std::uint
   return c;
 }
 
+layer_ops::score_grouping layer_ops::score_groups(const pass_info& pass, unsigned layer,
+                                                  std::uint64_t arena_free) const {
+  const std::uint64_t bytes_per_head = std::uint64_t(pass.batch) * (m_model.heads / m_model.kv_heads) * pass.rows *
+                                       pass.attended(layer) * model_shape::act_bytes;
+  score_grouping r;
+  r.heads = m_model.kv_heads;
+  while (r.heads > 1 && 2 * r.heads * bytes_per_head > arena_free) --r.heads;
+  const std::uint64_t b = r.heads * bytes_per_head, aligned = (b + 63) / 64 * 64;  // memory_plan::alloc
+  r.in_arena = (b <= arena_free ? 1u : 0u) + (aligned + b <= arena_free ? 1u : 0u);
+  return r;
+}
+
+layer_ops::score_grouping layer_ops::grouping(const pass_info& pass, unsigned layer) const {
+  const std::uint64_t free = m_score_arena[layer];
+  return free == arena_unset ? score_grouping{} : score_groups(pass, layer, free);
+}
+
 ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out) {
   const std::uint64_t B = pass.batch, T = pass.rows, N = pass.attended(layer), D = m_model.head_dim;
   const std::uint64_t kvh = m_model.kv_heads, g = m_model.heads / m_model.kv_heads;
   const std::uint64_t ab = model_shape::act_bytes;
-  // KV heads per group: two score buffers (ping-pong) of the group must fit the arena.
+  if (!pass.prefill) m_score_arena[layer] = m_plan.arena_free();
   auto scores_bytes = [&](std::uint64_t h) { return B * h * g * T * N * ab; };
-  std::uint64_t hg = kvh;
-  while (hg > 1 && 2 * scores_bytes(hg) > m_plan.arena_free()) --hg;
+  const std::uint64_t hg = score_groups(pass, layer, m_plan.arena_free()).heads;
   tensor buf[2] = {produce("scores", scores_bytes(hg)), produce("scores", scores_bytes(hg))};
   ticket user[2];
   const memory_plan::kv_layer& kv = m_plan.kv(layer);

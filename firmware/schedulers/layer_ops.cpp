@@ -8,7 +8,7 @@
 namespace kelle {
 
 layer_ops::layer_ops(driver& drv, memory_plan& plan, const model_shape& m, platform_view& p)
-    : m_drv(drv), m_plan(plan), m_model(m), m_platform(p) {
+    : m_drv(drv), m_plan(plan), m_model(m), m_platform(p), m_score_arena(m.layers, arena_unset) {
   drv.block("dma");  // a clear error if one is missing
   m_rsa = &drv.target_of("rsa");
   m_sfu = &drv.target_of("sfu");

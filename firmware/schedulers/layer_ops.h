@@ -99,6 +99,18 @@ class layer_ops {
   // Scores, softmax and A . V for every sequence and head, in groups of KV heads whose scores
   // fit the activation arena. `q` is (batch x rows) x (heads x head_dim); the result goes to `out`.
   ticket attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out);
+  // How the attention groups its KV heads: KV heads per group (two score buffers of a group,
+  // ping-pong, must fit the arena's `arena_free` bytes, down to one head) and how many of the two
+  // buffers the arena holds (the others are activations in DRAM).
+  struct score_grouping {
+    std::uint64_t heads = 0;  // 0: unknown (the layer has not run a decode attention yet)
+    unsigned in_arena = 0;
+    bool operator==(const score_grouping& o) const { return heads == o.heads && in_arena == o.in_arena; }
+  };
+  score_grouping score_groups(const pass_info& pass, unsigned layer, std::uint64_t arena_free) const;
+  // The grouping a decode pass would get at `layer` with the arena as the layer's last decode
+  // attention found it (what sampled decode's regimes compare before the step runs).
+  score_grouping grouping(const pass_info& pass, unsigned layer) const;
   // Where the new tokens' K or V go in the cache.
   region kv_slot(unsigned layer, bool v, const pass_info& pass) const;
   // MM_k or MM_v: projects xn with W_K or W_V straight into the cache slots of the new tokens.
@@ -235,6 +247,9 @@ class layer_ops {
   std::array<ticket, 2> m_buffer_user;  // the last GEMM that read each tile buffer
   traffic m_dram_traffic;
   double m_kv_written = 0;
+  // Per layer: the arena's free bytes at its last decode attention (unset: none yet).
+  std::vector<std::uint64_t> m_score_arena;
+  static constexpr std::uint64_t arena_unset = ~std::uint64_t(0);
   std::vector<lifetime_record> m_lifetimes;
   lifetime_rule* m_transient = nullptr;
   functional_hooks* m_fn = nullptr;

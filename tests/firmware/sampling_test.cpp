@@ -259,3 +259,23 @@ TEST_CASE("sampled decode over sampled layers: every reported figure within 1 %,
   INFO("largest difference " << d * 100 << " % in " << where);
   CHECK(d < 0.01);
 }
+
+TEST_CASE("sampled decode: a change of the attention's head grouping starts a regime", "[sampling]") {
+  // A small activation arena: as the cache grows, the KV heads whose two score buffers fit it
+  // step down (8 per group, then 4, ...) and the score buffers' count and lifetimes step with
+  // them, which an affine extrapolation does not follow (13 % off on the buffers' count before
+  // the grouping was part of the regime). The maximum of a lifetime is not extrapolated: it is
+  // the largest of the detailed steps.
+  const std::string small = "workload.model={name: small, layers: 4, hidden: 1024, heads: 8, kv_heads: 8, "
+                            "head_dim: 128, ffn: 2816, ffn_type: gated_silu, norm: rmsnorm, vocab: 32000}";
+  std::vector<std::string> o = {small, "workload.batch=4", "workload.context_len=16", "workload.decode_len=64",
+                                "workload.placement.act_arena_KiB=34"};
+  const auto detailed = run(o);
+  o.push_back("workload.sample_every=16");
+  const auto sampled = run(o);
+  CHECK(sampled["sampling"]["decode"]["extrapolated_steps"].get<unsigned>() >= 20);
+  std::string where;
+  const double d = worst_difference(detailed, sampled, where, "max_s");
+  INFO("largest difference " << d * 100 << " % in " << where);
+  CHECK(d < 0.01);
+}

@@ -16,8 +16,8 @@
 namespace kelle {
 
 // refresh.kv_fields, the KV's expected failed bits by field and, under the lifetime rule, the
-// activations' figures (docs/policies/refresh.md). Sampled decode: the decode passes' share of
-// the activations' figures is scaled from the detailed steps to every step.
+// activations' figures (docs/policies/refresh.md). Passes and layers that were not simulated
+// (sampled decode, sampled layers) have theirs extrapolated with every other figure.
 void llm_workload::add_refresh_fields(nlohmann::json& out) const {
   out["kv_fields"] = m_refresh->kv_fields().text();
   const region& kv0 = m_plan->kv_layers_on_chip() > 0 ? m_plan->kv(0).k : m_plan->kv(0).k_chip;
@@ -30,10 +30,7 @@ void llm_workload::add_refresh_fields(nlohmann::json& out) const {
   out["expected_failed_bits_by_field"] = by;
   const lifetime_rule* t = m_refresh->transient();
   if (!t) return;
-  const auto& all = t->totals();
-  const auto& pre = m_transient_prefill;
-  const double k = m_detailed_steps > 0 ? double(m_decode) / double(m_detailed_steps) : 0.0;
-  auto scaled = [&](double a, double p) { return p + (a - p) * k; };
+  const auto& all = t->totals();  // passes and layers not simulated included (sample_vector)
   nlohmann::json fields = nlohmann::json::object();
   for (std::size_t i = 0; i < t->fields().size(); ++i) {
     const auto& rule = t->rules()[i];
@@ -41,16 +38,15 @@ void llm_workload::add_refresh_fields(nlohmann::json& out) const {
         {"bits", t->fields().fields()[i].bits()},
         {"interval_us", rule.budget_us > 0 ? nlohmann::json(nullptr) : nlohmann::json(rule.interval_us)},
         {"budget_us", rule.budget_us > 0 ? nlohmann::json(rule.budget_us) : nlohmann::json(nullptr)},
-        {"stored_bits", scaled(all.bits[i], pre.bits.empty() ? 0.0 : pre.bits[i])},
-        {"expected_failed_bits",
-         scaled(all.expected_failed_bits[i], pre.bits.empty() ? 0.0 : pre.expected_failed_bits[i])},
-        {"refreshed_bytes", scaled(all.refreshed_bytes[i], pre.bits.empty() ? 0.0 : pre.refreshed_bytes[i])}};
+        {"stored_bits", all.bits[i]},
+        {"expected_failed_bits", all.expected_failed_bits[i]},
+        {"refreshed_bytes", all.refreshed_bytes[i]}};
   }
   out["activation"] = {{"fields", t->fields().text()},
                        {"stall", t->stall() == lifetime_rule::stall_action::refresh ? "refresh" : "count"},
-                       {"buffers", scaled(all.buffers, pre.buffers)},
-                       {"within_budget", scaled(all.within_budget, pre.within_budget)},
-                       {"outlived", scaled(all.outlived, pre.outlived)},
+                       {"buffers", all.buffers},
+                       {"within_budget", all.within_budget},
+                       {"outlived", all.outlived},
                        {"by_field", fields}};
 }
 

@@ -33,6 +33,8 @@ std::vector<double> llm_workload::sample_vector(const counter_snapshot& c) const
   // is refreshed once or not at all by where the ticks fall, and a few samples' lottery repeated
   // over every skipped step would not average out as the simulated steps do.
   for (refresh_control* e : m_edrams) v.push_back(e->fluid_refresh_bytes());
+  // The lifetime rule's figures: the activation buffers a pass or a layer releases.
+  if (const lifetime_rule* t = m_refresh->transient()) t->flatten(v);
   v.insert(v.end(), m_layer_s.begin(), m_layer_s.end());
   const std::size_t base = v.size();
   auto& kinds = m_life_kind;  // kinds seen so far, in order of first appearance
@@ -87,6 +89,10 @@ layer_ops::traffic llm_workload::add_extrapolated(const std::vector<double>& amo
   m_extra_commands += f[4];
   f += firmware_figures;
   for (refresh_control* e : m_edrams) e->add_extrapolated_refresh(*f++);
+  if (lifetime_rule* t = m_refresh->transient()) {
+    t->add_extrapolated(f);
+    f += t->flat_size();
+  }
   for (unsigned l = 0; l < m_model.layers; ++l) m_layer_s[l] += f[l];
   const double* life = f + m_model.layers;
   const std::size_t life_base = static_cast<std::size_t>(life - amount.data());

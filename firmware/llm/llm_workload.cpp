@@ -117,12 +117,6 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   const std::string refresh_name = pol.get_choice(
       "refresh", fw_policy.get_choice("refresh", "none", refresh_policies().name_list()), refresh_policies().name_list());
   m_refresh = refresh_policies().create(refresh_name, pol);
-  // The lifetime rule counts every activation buffer's refresh and failures as it is released;
-  // a layer that is not simulated releases none, and sampled layers would leave them out.
-  if (m_sample_layers && m_refresh->transient())
-    p.fail("sample_layers", "policy.refresh " + refresh_name +
-                                " accounts each activation buffer's lifetime (its lifetime rule): simulate every "
-                                "layer (false)");
   if (m_refresh->needs_groups() && !m_policy)
     pol.fail("refresh", refresh_name + " needs the high/low-score groups of a KV policy that scores tokens "
                                        "(policy.kv: aep, aerp, streaming or h2o; this scenario has full)");
@@ -241,7 +235,7 @@ void llm_workload::pass(const pass_info& p) {
       smp.signature = sig;
       smp.dt = dt;
       smp.v = sample_delta(before, v0, start);
-      smp.v[before.stats.size() + firmware_figures + m_edrams.size() + l] = 0;  // its time: skip_layer's own
+      smp.v[layer_time_index(before, l)] = 0;  // its time: skip_layer's own
       have = true;
     }
   }
@@ -333,7 +327,6 @@ void llm_workload::run() {
     progress("prefill", 1, 1);
   }
   m_prefill_s = sc_core::sc_time_stamp().to_seconds();
-  if (const lifetime_rule* t = m_refresh->transient()) m_transient_prefill = t->totals();
   progress("decode step", 0, static_cast<unsigned>(m_decode));
   m_roof_decode->begin();
   // Detailed: every k-th step, the last, and within each regime (the first from step 0) its

@@ -55,6 +55,12 @@ class llm_workload : public workload {
   // DRAM weight, KV and activation bytes, KV bytes written and commands: the firmware's figures
   // in sample_vector(), after the statistics counters.
   static constexpr std::size_t firmware_figures = 5;
+  // Where layer l's simulated time is in a sample vector (after the counters, the firmware's
+  // figures, each eDRAM's refresh and the lifetime rule's figures).
+  std::size_t layer_time_index(const counter_snapshot& c, unsigned l) const {
+    const lifetime_rule* t = m_refresh->transient();
+    return c.stats.size() + firmware_figures + m_edrams.size() + (t ? t->flat_size() : 0) + l;
+  }
   std::vector<double> sample_vector(const counter_snapshot& counters) const;
   // What a sample (a step or a layer) that began at `start` added: sample_vector() now minus v0
   // (taken with `before`), less the refresh of data that stays live (it accrues by itself).
@@ -119,7 +125,6 @@ class llm_workload : public workload {
   std::unique_ptr<attention_source> m_source;
   std::unique_ptr<kv_policy> m_policy;
   std::unique_ptr<refresh_policy> m_refresh;
-  lifetime_rule::figures m_transient_prefill;  // the lifetime rule's figures after the prefill
   void add_refresh_fields(nlohmann::json& refresh) const;
   double m_recompute_macs = 0;  // over the run, from the policy's reports
   std::unique_ptr<class recompute_plan> m_recompute;  // AERP: the recomputation budget

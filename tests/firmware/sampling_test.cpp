@@ -279,3 +279,29 @@ TEST_CASE("sampled decode: a change of the attention's head grouping starts a re
   INFO("largest difference " << d * 100 << " % in " << where);
   CHECK(d < 0.01);
 }
+
+TEST_CASE("sampled layers and decode under a lifetime rule: its figures extrapolated, within 1 %", "[sampling]") {
+  // SHIELD and 2DRP with the lifetime rule on the activations account every activation buffer as
+  // it is released (stored and expected failed bits by field, the stalls' refreshes, buffers
+  // within and beyond the budget). A layer or a step that is not simulated releases none: its
+  // share comes from the sample, as every other figure's does.
+  for (const std::vector<std::string>& rule :
+       {std::vector<std::string>{"policy.refresh=shield"},
+        std::vector<std::string>{"policy.refresh=2drp", "policy.activation_lifetime=true"}}) {
+    std::vector<std::string> o = small8_aep_2drp(4, 70);
+    o.pop_back();  // policy.refresh=2drp
+    o.insert(o.end(), rule.begin(), rule.end());
+    const auto detailed = run(o);
+    o.push_back("workload.sample_layers=true");
+    o.push_back("workload.sample_every=32");
+    const auto sampled = run(o);
+    CHECK(sampled["sampling"]["layers"]["extrapolated"].get<unsigned>() > 0);
+    CHECK(sampled["sampling"]["decode"]["extrapolated_steps"].get<unsigned>() >= 50);
+    const auto& a = detailed["refresh"]["activation"];
+    REQUIRE(a["buffers"].get<double>() > 0);
+    std::string where;
+    const double d = worst_difference(detailed, sampled, where);
+    INFO(rule[0] << ": largest difference " << d * 100 << " % in " << where);
+    CHECK(d < 0.01);
+  }
+}

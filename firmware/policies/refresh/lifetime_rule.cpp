@@ -56,4 +56,21 @@ void lifetime_rule::released(refresh_control& e, std::uint64_t bytes, double lif
   (outlived ? m_fig.outlived : m_fig.within_budget) += 1;
 }
 
+void lifetime_rule::flatten(std::vector<double>& out) const {
+  for (std::size_t f = 0; f < m_fields.size(); ++f)
+    out.insert(out.end(), {m_fig.bits[f], m_fig.expected_failed_bits[f], m_fig.refreshed_bytes[f]});
+  out.insert(out.end(), {m_fig.buffers, m_fig.within_budget, m_fig.outlived});
+}
+
+void lifetime_rule::add_extrapolated(const double* a) {
+  for (std::size_t f = 0; f < m_fields.size(); ++f, a += 3) {
+    m_fig.bits[f] += a[0];
+    m_fig.expected_failed_bits[f] += a[1];
+    m_fig.refreshed_bytes[f] += a[2];
+  }
+  m_fig.buffers += a[0];
+  m_fig.within_budget += a[1];
+  m_fig.outlived += a[2];
+}
+
 }  // namespace kelle

@@ -50,6 +50,12 @@ class lifetime_rule {
   const std::vector<field_rule>& rules() const { return m_rules; }
   stall_action stall() const { return m_stall; }
   const figures& totals() const { return m_fig; }
+  // The figures as one list (per field: stored bits, expected failed bits, refreshed bytes; then
+  // the buffers, within budget, outlived): what sampled decode and sampled layers extrapolate.
+  std::size_t flat_size() const { return 3 * m_fields.size() + 3; }
+  void flatten(std::vector<double>& out) const;
+  // Adds flat_size() amounts laid out as flatten() lays them out (passes and layers not simulated).
+  void add_extrapolated(const double* amount);
 
  private:
   field_map m_fields;

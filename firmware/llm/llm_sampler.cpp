@@ -134,17 +134,16 @@ void llm_workload::skip_layer(const pass_info& p, unsigned l, const layer_sample
 
 std::uint64_t llm_workload::regime(const pass_info& p) const {
   // Bit 0: a layer evicts; bit 1: a layer recomputes; above them, how many layers' x stores have
-  // outgrown their slots (x read from DRAM instead of the layer's KV memory); hashed with every
-  // layer's attention grouping (KV heads per group and score buffers in the arena), which steps
-  // as the tokens attended grow.
-  std::uint64_t r = 0, outgrown = 0, groups = 0;
+  // outgrown their slots (x read from DRAM instead of the layer's KV memory); hashed with where
+  // every layer's activation buffers land (arena or DRAM) and how its attention groups KV heads,
+  // which step as the tokens attended grow (layer_ops::placement).
+  std::uint64_t r = 0, outgrown = 0, where = 0;
   for (unsigned l = 0; l < m_model.layers; ++l) {
     r |= (p.evicts(l) ? 1u : 0u) | (p.recompute_rows(l) ? 2u : 0u);
     if (p.recompute_rows(l) && !m_ops->x_store_in_slots(l, p.recompute_rows(l))) ++outgrown;
-    const layer_ops::score_grouping g = m_ops->grouping(p, l);
-    groups = splitmix64(groups ^ (g.heads << 2 | g.in_arena));
+    where = splitmix64(where ^ m_ops->placement(p, l));
   }
-  const std::uint64_t h = splitmix64((r | outgrown << 2) ^ groups);
+  const std::uint64_t h = splitmix64((r | outgrown << 2) ^ where);
   return h == no_regime ? 0 : h;
 }
 

@@ -225,7 +225,9 @@ void llm_workload::pass(const pass_info& p) {
     const sc_core::sc_time start = sc_core::sc_time_stamp();
     const double l0 = start.to_seconds();
     trace.layer_begin(l);
+    m_ops->begin_layer(p, l);
     m_scheduler->layer(*m_ops, p, l, x);
+    m_ops->end_layer();
     trace.layer_end(l);
     const double dt = sc_core::sc_time_stamp().to_seconds() - l0;
     m_layer_s[l] += dt;
@@ -383,8 +385,8 @@ void llm_workload::run() {
       apply_refresh();
     }
     ++m_detailed_steps;
-    // The step's regime as it ran: the attention's grouping is known once the layers have found
-    // the arena (the first step), or changed with it; a sample before it is of another regime.
+    // The step's regime as it ran: where the buffers land is known once the layers have run a
+    // decode pass (the first step), or changed with it; a sample before it is of another regime.
     if (const std::uint64_t r = regime(p); r != m_regime) {
       if (!m_samples.empty()) m_force_detailed = 1;
       m_samples.clear();

@@ -38,31 +38,22 @@ command layer_ops::av_command(std::uint64_t heads, std::uint64_t rows, std::uint
   return c;
 }
 
-layer_ops::score_grouping layer_ops::score_groups(const pass_info& pass, unsigned layer,
-                                                  std::uint64_t arena_free) const {
+std::uint64_t layer_ops::score_heads(const pass_info& pass, unsigned layer, std::uint64_t arena_free) const {
   const std::uint64_t bytes_per_head = std::uint64_t(pass.batch) * (m_model.heads / m_model.kv_heads) * pass.rows *
                                        pass.attended(layer) * model_shape::act_bytes;
-  score_grouping r;
-  r.heads = m_model.kv_heads;
-  while (r.heads > 1 && 2 * r.heads * bytes_per_head > arena_free) --r.heads;
-  const std::uint64_t b = r.heads * bytes_per_head, aligned = (b + 63) / 64 * 64;  // memory_plan::alloc
-  r.in_arena = (b <= arena_free ? 1u : 0u) + (aligned + b <= arena_free ? 1u : 0u);
-  return r;
-}
-
-layer_ops::score_grouping layer_ops::grouping(const pass_info& pass, unsigned layer) const {
-  const std::uint64_t free = m_score_arena[layer];
-  return free == arena_unset ? score_grouping{} : score_groups(pass, layer, free);
+  std::uint64_t heads = m_model.kv_heads;
+  while (heads > 1 && 2 * heads * bytes_per_head > arena_free) --heads;
+  return heads;
 }
 
 ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out) {
   const std::uint64_t B = pass.batch, T = pass.rows, N = pass.attended(layer), D = m_model.head_dim;
   const std::uint64_t kvh = m_model.kv_heads, g = m_model.heads / m_model.kv_heads;
   const std::uint64_t ab = model_shape::act_bytes;
-  if (!pass.prefill) m_score_arena[layer] = m_plan.arena_free();
   auto scores_bytes = [&](std::uint64_t h) { return B * h * g * T * N * ab; };
-  const std::uint64_t hg = score_groups(pass, layer, m_plan.arena_free()).heads;
-  tensor buf[2] = {produce("scores", scores_bytes(hg)), produce("scores", scores_bytes(hg))};
+  const std::uint64_t hg = score_heads(pass, layer, m_plan.arena_free());
+  tensor buf[2] = {produce("scores", scores_bytes(hg), size_rule::scores_first),
+                   produce("scores", scores_bytes(hg), size_rule::scores_second)};
   ticket user[2];
   const memory_plan::kv_layer& kv = m_plan.kv(layer);
   depend(q, m_rsa->block);

@@ -2,13 +2,14 @@
 
 #include "firmware/policies/refresh/lifetime_rule.h"
 #include "models/memory/refresh_control.h"
+#include "platform/support/hash.h"
 
 #include <algorithm>
 
 namespace kelle {
 
 layer_ops::layer_ops(driver& drv, memory_plan& plan, const model_shape& m, platform_view& p)
-    : m_drv(drv), m_plan(plan), m_model(m), m_platform(p), m_score_arena(m.layers, arena_unset) {
+    : m_drv(drv), m_plan(plan), m_model(m), m_platform(p), m_arena_log(m.layers) {
   drv.block("dma");  // a clear error if one is missing
   m_rsa = &drv.target_of("rsa");
   m_sfu = &drv.target_of("sfu");
@@ -142,7 +143,7 @@ ticket layer_ops::append_kv(const tensor& xn, unsigned layer, bool v, const pass
   m_stage.rows = rows;
   m_stage.stacked = S;
   tensor& buf = m_stage.buf[v];
-  buf = produce(v ? "v_recomputed" : "k_recomputed", (rows + S) * kv * model_shape::act_bytes);
+  buf = produce(v ? "v_recomputed" : "k_recomputed", (rows + S) * kv * model_shape::act_bytes, size_rule::staging);
   const ticket t = project_rows(xn, v ? w.v : w.k, m_model.hidden, kv, buf.where, rows, first, &traffic::activations,
                                 S, x_store(layer, S));
   produced(buf, t);
@@ -262,8 +263,13 @@ void layer_ops::ffn(tensor& x, unsigned layer, std::uint64_t rows, bool overlap,
 }
 
 tensor layer_ops::produce(const std::string& kind, std::uint64_t bytes) {
+  return produce(kind, bytes, size_rule::fixed);
+}
+
+tensor layer_ops::produce(const std::string& kind, std::uint64_t bytes, size_rule rule) {
   tensor t;
   t.where = m_plan.alloc(bytes);
+  if (rule != size_rule::fixed && m_recording) m_arena_log[m_recording_layer].back().rule = static_cast<std::uint8_t>(rule);
   t.kind = kind;
   if (m_transient) {  // its fields' refresh, before it is written
     std::uint64_t local = 0;
@@ -298,6 +304,67 @@ void layer_ops::last_use(tensor& t, const ticket& consumer) {
 
 void layer_ops::depend(const tensor& t, const compute_block* block) {
   if (t.producer.valid() && t.producer.block != block) m_drv.wait(t.producer);
+}
+
+void layer_ops::begin_layer(const pass_info& pass, unsigned layer) {
+  m_recording = !pass.prefill;
+  if (!m_recording) return;
+  m_recording_layer = layer;
+  m_plan.record_arena(&m_arena_log[layer]);
+}
+
+void layer_ops::end_layer() {
+  if (m_recording) m_plan.record_arena(nullptr);
+  m_recording = false;
+}
+
+std::uint64_t layer_ops::replay_bytes(const memory_plan::arena_event& e, const pass_info& pass, unsigned layer,
+                                      std::uint64_t arena_free, std::uint64_t& heads) const {
+  switch (static_cast<size_rule>(e.rule)) {
+    case size_rule::fixed:
+      return e.bytes;
+    case size_rule::scores_first:
+      heads = score_heads(pass, layer, arena_free);
+      [[fallthrough]];
+    case size_rule::scores_second:
+      return std::uint64_t(pass.batch) * heads * (m_model.heads / m_model.kv_heads) * pass.rows * pass.attended(layer) *
+             model_shape::act_bytes;
+    case size_rule::staging:
+      return (std::uint64_t(pass.batch) * pass.rows + (pass.prefill ? 0 : pass.recompute_rows(layer))) *
+             m_model.kv_heads * m_model.head_dim * model_shape::act_bytes;
+  }
+  return e.bytes;
+}
+
+std::uint64_t layer_ops::placement(const pass_info& pass, unsigned layer) const {
+  const std::vector<memory_plan::arena_event>& log = m_arena_log[layer];
+  if (log.empty()) return 0;
+  using ev = memory_plan::arena_event;
+  const std::uint64_t size = m_plan.arena().bytes;
+  m_replay_use.assign(log.size(), 0);
+  std::uint64_t used = 0, heads = 0, h = splitmix64(layer + 1);
+  for (std::size_t i = 0; i < log.size(); ++i) {
+    const ev& e = log[i];
+    switch (e.what) {
+      case ev::kind::begin:
+        used = e.bytes;
+        break;
+      case ev::kind::mark:
+        m_replay_use[i] = used;
+        break;
+      case ev::kind::release:
+        used = e.ref == memory_plan::no_event ? e.bytes : m_replay_use[e.ref];
+        break;
+      case ev::kind::alloc: {  // as memory_plan::alloc: the arena if it fits, else DRAM
+        const std::uint64_t bytes = replay_bytes(e, pass, layer, size - std::min(used, size), heads);
+        const bool fits = used + bytes <= size;
+        if (fits) used += (bytes + 63) / 64 * 64;
+        h = splitmix64(h ^ (fits ? 1u : 2u) ^ heads << 2);
+        break;
+      }
+    }
+  }
+  return h;
 }
 
 }  // namespace kelle

@@ -99,18 +99,9 @@ class layer_ops {
   // Scores, softmax and A . V for every sequence and head, in groups of KV heads whose scores
   // fit the activation arena. `q` is (batch x rows) x (heads x head_dim); the result goes to `out`.
   ticket attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out);
-  // How the attention groups its KV heads: KV heads per group (two score buffers of a group,
-  // ping-pong, must fit the arena's `arena_free` bytes, down to one head) and how many of the two
-  // buffers the arena holds (the others are activations in DRAM).
-  struct score_grouping {
-    std::uint64_t heads = 0;  // 0: unknown (the layer has not run a decode attention yet)
-    unsigned in_arena = 0;
-    bool operator==(const score_grouping& o) const { return heads == o.heads && in_arena == o.in_arena; }
-  };
-  score_grouping score_groups(const pass_info& pass, unsigned layer, std::uint64_t arena_free) const;
-  // The grouping a decode pass would get at `layer` with the arena as the layer's last decode
-  // attention found it (what sampled decode's regimes compare before the step runs).
-  score_grouping grouping(const pass_info& pass, unsigned layer) const;
+  // KV heads per group of the attention: the group's two score buffers (ping-pong) must fit the
+  // arena's `arena_free` bytes, down to one head (a buffer that does not fit is in DRAM).
+  std::uint64_t score_heads(const pass_info& pass, unsigned layer, std::uint64_t arena_free) const;
   // Where the new tokens' K or V go in the cache.
   region kv_slot(unsigned layer, bool v, const pass_info& pass) const;
   // MM_k or MM_v: projects xn with W_K or W_V straight into the cache slots of the new tokens.
@@ -141,7 +132,7 @@ class layer_ops {
   tile_load prefetch_ffn(unsigned layer);
 
   // --- activations and lifetimes -------------------------------------------------------------
-  tensor produce(const std::string& kind, std::uint64_t bytes);  // allocate; call done() after
+  tensor produce(const std::string& kind, std::uint64_t bytes);  // allocate; call produced() after
   void produced(tensor& t, const ticket& producer);               // opens the lifetime
   void last_use(tensor& t, const ticket& consumer);               // closes it at completion
   // The refresh policy's lifetime rule for the activation buffers (null: the array's own interval).
@@ -180,6 +171,17 @@ class layer_ops {
     m_kv_written += kv_written;
   }
   const std::vector<lifetime_record>& lifetimes() const { return m_lifetimes; }
+
+  // --- where a decode pass's buffers land (sampled decode's regimes) --------------------------
+  // The workload brackets each layer of a pass: a decode layer's arena events are recorded.
+  void begin_layer(const pass_info& pass, unsigned layer);
+  void end_layer();
+  // Where a decode pass's activation buffers would land at `layer`, as a hash: the layer's
+  // arena events of its last decode pass replayed with the sizes `pass` requests (the score
+  // buffers grow with the tokens attended and the KV heads per group follow the arena; AERP's
+  // staging grows with the recomputed rows): which buffers fit the arena, which spill to DRAM,
+  // and the attention's heads per group. 0: the layer has not run a decode pass yet.
+  std::uint64_t placement(const pass_info& pass, unsigned layer) const;
 
  private:
   tile_load load_tile(std::uint64_t src, std::uint64_t bytes);
@@ -247,9 +249,16 @@ class layer_ops {
   std::array<ticket, 2> m_buffer_user;  // the last GEMM that read each tile buffer
   traffic m_dram_traffic;
   double m_kv_written = 0;
-  // Per layer: the arena's free bytes at its last decode attention (unset: none yet).
-  std::vector<std::uint64_t> m_score_arena;
-  static constexpr std::uint64_t arena_unset = ~std::uint64_t(0);
+  // How an activation buffer's size depends on the pass (placement() recomputes it).
+  enum class size_rule : std::uint8_t { fixed, scores_first, scores_second, staging };
+  tensor produce(const std::string& kind, std::uint64_t bytes, size_rule rule);
+  std::uint64_t replay_bytes(const memory_plan::arena_event& e, const pass_info& pass, unsigned layer,
+                             std::uint64_t arena_free, std::uint64_t& heads) const;
+  // Per layer: the arena's events of its last decode pass (placement()).
+  std::vector<std::vector<memory_plan::arena_event>> m_arena_log;
+  mutable std::vector<std::uint64_t> m_replay_use;  // placement()'s scratch: the use at each mark
+  bool m_recording = false;                          // a decode layer's arena events (begin_layer)
+  unsigned m_recording_layer = 0;
   std::vector<lifetime_record> m_lifetimes;
   lifetime_rule* m_transient = nullptr;
   functional_hooks* m_fn = nullptr;

@@ -194,7 +194,34 @@ refresh_control* refresh_of(const region& r, std::uint64_t& local) {
   return r.target ? r.target->refresh() : nullptr;
 }
 
+memory_plan::arena_mark memory_plan::mark() const {
+  arena_mark m{m_arena_used, m_spill_used};
+  if (m_arena_log) {
+    m.event = static_cast<std::uint32_t>(m_arena_log->size());
+    m_arena_log->push_back({arena_event::kind::mark, 0, no_event, m_arena_used});
+  }
+  return m;
+}
+
+void memory_plan::release(const arena_mark& m) {
+  if (m_arena_log) {
+    const bool ours = m.event != no_event && m.event < m_arena_log->size() &&
+                      (*m_arena_log)[m.event].what == arena_event::kind::mark;
+    m_arena_log->push_back({arena_event::kind::release, 0, ours ? m.event : no_event, m.arena});
+  }
+  m_arena_used = m.arena;
+  m_spill_used = m.spill;
+}
+
+void memory_plan::record_arena(std::vector<arena_event>* log) {
+  m_arena_log = log;
+  if (!log) return;
+  log->clear();
+  log->push_back({arena_event::kind::begin, 0, no_event, m_arena_used});
+}
+
 region memory_plan::alloc(std::uint64_t bytes) {
+  if (m_arena_log) m_arena_log->push_back({arena_event::kind::alloc, 0, no_event, bytes});
   if (m_arena_used + bytes <= m_arena.bytes) {
     region r = m_arena;
     r.addr = m_arena.addr + m_arena_used;

@@ -80,12 +80,27 @@ class memory_plan {
   // frees everything allocated after `mark()`.
   struct arena_mark {
     std::uint64_t arena, spill;
+    std::uint32_t event = no_event;  // the mark's index in the arena log being recorded, if any
   };
   region alloc(std::uint64_t bytes);
-  arena_mark mark() const { return {m_arena_used, m_spill_used}; }
-  void release(const arena_mark& m) { m_arena_used = m.arena; m_spill_used = m.spill; }
+  arena_mark mark() const;
+  void release(const arena_mark& m);
   std::uint64_t arena_free() const { return m_arena.bytes - m_arena_used; }
   const region& arena() const { return m_arena; }
+  // The arena's events (what sampled decode replays to predict where another pass's buffers land,
+  // layer_ops::placement): `begin` (bytes: the arena's use when recording started), `alloc`
+  // (bytes requested; `rule` is the caller's, how the size depends on the pass), `mark` (bytes:
+  // the use), `release` (ref: the mark's event, or no_event for a mark made before; bytes: the use
+  // it restores).
+  struct arena_event {
+    enum class kind : std::uint8_t { begin, alloc, mark, release } what;
+    std::uint8_t rule = 0;
+    std::uint32_t ref = no_event;
+    std::uint64_t bytes = 0;
+  };
+  static constexpr std::uint32_t no_event = ~std::uint32_t(0);
+  // Records the arena's events into `log` (cleared first) until record_arena(nullptr).
+  void record_arena(std::vector<arena_event>* log);
   const std::string& dram() const { return m_dram; }
   // DRAM left after weights and KV (activation spills grow from its start).
   const region& dram_spare() const { return m_spill; }
@@ -106,6 +121,7 @@ class memory_plan {
   std::uint64_t m_kv_tokens = 0;
   region m_arena;
   std::uint64_t m_arena_used = 0;
+  std::vector<arena_event>* m_arena_log = nullptr;  // being recorded (record_arena)
   region m_spill;                 // DRAM area for activations that do not fit on chip
   std::uint64_t m_spill_used = 0;
   std::uint64_t m_dram_used = 0;

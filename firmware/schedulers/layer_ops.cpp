@@ -342,7 +342,8 @@ std::uint64_t layer_ops::placement(const pass_info& pass, unsigned layer) const 
   using ev = memory_plan::arena_event;
   const std::uint64_t size = m_plan.arena().bytes;
   m_replay_use.assign(log.size(), 0);
-  std::uint64_t used = 0, heads = 0, h = splitmix64(layer + 1);
+  // Whether the layer recomputes: a log without AERP's staging does not replay a pass with it.
+  std::uint64_t used = 0, heads = 0, h = splitmix64((layer + 1) ^ (pass.recompute_rows(layer) ? 1ull << 63 : 0));
   for (std::size_t i = 0; i < log.size(); ++i) {
     const ev& e = log[i];
     switch (e.what) {
@@ -356,7 +357,7 @@ std::uint64_t layer_ops::placement(const pass_info& pass, unsigned layer) const 
         used = e.ref == memory_plan::no_event ? e.bytes : m_replay_use[e.ref];
         break;
       case ev::kind::alloc: {  // as memory_plan::alloc: the arena if it fits, else DRAM
-        const std::uint64_t bytes = replay_bytes(e, pass, layer, size - std::min(used, size), heads);
+        const std::uint64_t bytes = replay_bytes(e, pass, layer, used < size ? size - used : 0, heads);
         const bool fits = used + bytes <= size;
         if (fits) used += (bytes + 63) / 64 * 64;
         h = splitmix64(h ^ (fits ? 1u : 2u) ^ heads << 2);

@@ -85,7 +85,7 @@ class memory_plan {
   region alloc(std::uint64_t bytes);
   arena_mark mark() const;
   void release(const arena_mark& m);
-  std::uint64_t arena_free() const { return m_arena.bytes - m_arena_used; }
+  std::uint64_t arena_free() const { return m_arena_used < m_arena.bytes ? m_arena.bytes - m_arena_used : 0; }
   const region& arena() const { return m_arena; }
   // The arena's events (what sampled decode replays to predict where another pass's buffers land,
   // layer_ops::placement): `begin` (bytes: the arena's use when recording started), `alloc`

@@ -225,9 +225,14 @@ void llm_workload::pass(const pass_info& p) {
     const sc_core::sc_time start = sc_core::sc_time_stamp();
     const double l0 = start.to_seconds();
     trace.layer_begin(l);
-    m_ops->begin_layer(p, l);
-    m_scheduler->layer(*m_ops, p, l, x);
-    m_ops->end_layer();
+    {
+      struct recording {  // the layer's arena events (sampled decode's regimes), however it ends
+        layer_ops& ops;
+        ~recording() { ops.end_layer(); }
+      } rec{*m_ops};
+      m_ops->begin_layer(p, l);
+      m_scheduler->layer(*m_ops, p, l, x);
+    }
     trace.layer_end(l);
     const double dt = sc_core::sc_time_stamp().to_seconds() - l0;
     m_layer_s[l] += dt;
@@ -385,6 +390,11 @@ void llm_workload::run() {
       apply_refresh();
     }
     ++m_detailed_steps;
+    if (sampling)  // the regimes predict from the layers' arena logs: each must replay its own pass
+      for (unsigned l = 0; l < m_model.layers; ++l)
+        if (!m_ops->replays_as_run(p, l))
+          throw std::logic_error("sampled decode: layer " + std::to_string(l) + "'s arena log of step " +
+                                 std::to_string(p.step) + " does not replay the placement it ran with");
     // The step's regime as it ran: where the buffers land is known once the layers have run a
     // decode pass (the first step), or changed with it; a sample before it is of another regime.
     if (const std::uint64_t r = regime(p); r != m_regime) {

@@ -39,8 +39,7 @@ command layer_ops::av_command(std::uint64_t heads, std::uint64_t rows, std::uint
 }
 
 std::uint64_t layer_ops::score_heads(const pass_info& pass, unsigned layer, std::uint64_t arena_free) const {
-  const std::uint64_t bytes_per_head = std::uint64_t(pass.batch) * (m_model.heads / m_model.kv_heads) * pass.rows *
-                                       pass.attended(layer) * model_shape::act_bytes;
+  const std::uint64_t bytes_per_head = score_bytes(pass, layer, 1);
   std::uint64_t heads = m_model.kv_heads;
   while (heads > 1 && 2 * heads * bytes_per_head > arena_free) --heads;
   return heads;
@@ -50,7 +49,7 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
   const std::uint64_t B = pass.batch, T = pass.rows, N = pass.attended(layer), D = m_model.head_dim;
   const std::uint64_t kvh = m_model.kv_heads, g = m_model.heads / m_model.kv_heads;
   const std::uint64_t ab = model_shape::act_bytes;
-  auto scores_bytes = [&](std::uint64_t h) { return B * h * g * T * N * ab; };
+  auto scores_bytes = [&](std::uint64_t h) { return score_bytes(pass, layer, h); };
   const std::uint64_t hg = score_heads(pass, layer, m_plan.arena_free());
   tensor buf[2] = {produce("scores", scores_bytes(hg), size_rule::scores_first),
                    produce("scores", scores_bytes(hg), size_rule::scores_second)};

@@ -9,7 +9,7 @@
 namespace kelle {
 
 layer_ops::layer_ops(driver& drv, memory_plan& plan, const model_shape& m, platform_view& p)
-    : m_drv(drv), m_plan(plan), m_model(m), m_platform(p), m_arena_log(m.layers) {
+    : m_drv(drv), m_plan(plan), m_model(m), m_platform(p), m_arena_log(m.layers), m_arena_log_step(m.layers, 0) {
   drv.block("dma");  // a clear error if one is missing
   m_rsa = &drv.target_of("rsa");
   m_sfu = &drv.target_of("sfu");
@@ -143,7 +143,7 @@ ticket layer_ops::append_kv(const tensor& xn, unsigned layer, bool v, const pass
   m_stage.rows = rows;
   m_stage.stacked = S;
   tensor& buf = m_stage.buf[v];
-  buf = produce(v ? "v_recomputed" : "k_recomputed", (rows + S) * kv * model_shape::act_bytes, size_rule::staging);
+  buf = produce(v ? "v_recomputed" : "k_recomputed", staging_bytes(pass, layer), size_rule::staging);
   const ticket t = project_rows(xn, v ? w.v : w.k, m_model.hidden, kv, buf.where, rows, first, &traffic::activations,
                                 S, x_store(layer, S));
   produced(buf, t);
@@ -310,6 +310,7 @@ void layer_ops::begin_layer(const pass_info& pass, unsigned layer) {
   m_recording = !pass.prefill;
   if (!m_recording) return;
   m_recording_layer = layer;
+  m_arena_log_step[layer] = pass.step;
   m_plan.record_arena(&m_arena_log[layer]);
 }
 
@@ -327,23 +328,35 @@ std::uint64_t layer_ops::replay_bytes(const memory_plan::arena_event& e, const p
       heads = score_heads(pass, layer, arena_free);
       [[fallthrough]];
     case size_rule::scores_second:
-      return std::uint64_t(pass.batch) * heads * (m_model.heads / m_model.kv_heads) * pass.rows * pass.attended(layer) *
-             model_shape::act_bytes;
+      return score_bytes(pass, layer, heads);
     case size_rule::staging:
-      return (std::uint64_t(pass.batch) * pass.rows + (pass.prefill ? 0 : pass.recompute_rows(layer))) *
-             m_model.kv_heads * m_model.head_dim * model_shape::act_bytes;
+      return staging_bytes(pass, layer);
   }
   return e.bytes;
 }
 
 std::uint64_t layer_ops::placement(const pass_info& pass, unsigned layer) const {
+  return replay(pass, layer, nullptr);
+}
+
+bool layer_ops::replays_as_run(const pass_info& pass, unsigned layer) const {
+  if (m_arena_log[layer].empty() || m_arena_log_step[layer] != pass.step) return true;
+  bool as_run = true;
+  replay(pass, layer, &as_run);
+  return as_run;
+}
+
+std::uint64_t layer_ops::replay(const pass_info& pass, unsigned layer, bool* as_run) const {
   const std::vector<memory_plan::arena_event>& log = m_arena_log[layer];
   if (log.empty()) return 0;
   using ev = memory_plan::arena_event;
   const std::uint64_t size = m_plan.arena().bytes;
   m_replay_use.assign(log.size(), 0);
-  // Whether the layer recomputes: a log without AERP's staging does not replay a pass with it.
-  std::uint64_t used = 0, heads = 0, h = splitmix64((layer + 1) ^ (pass.recompute_rows(layer) ? 1ull << 63 : 0));
+  // Whether the layer recomputes or evicts: a log without AERP's staging or the victims' buffer
+  // does not replay a pass with them (nor the other way round).
+  std::uint64_t used = 0, heads = 0;
+  std::uint64_t h = splitmix64((layer + 1) ^ (pass.recompute_rows(layer) ? 1ull << 63 : 0) ^
+                               (pass.evicts(layer) ? 1ull << 62 : 0));
   for (std::size_t i = 0; i < log.size(); ++i) {
     const ev& e = log[i];
     switch (e.what) {
@@ -360,6 +373,7 @@ std::uint64_t layer_ops::placement(const pass_info& pass, unsigned layer) const 
         const std::uint64_t bytes = replay_bytes(e, pass, layer, used < size ? size - used : 0, heads);
         const bool fits = used + bytes <= size;
         if (fits) used += (bytes + 63) / 64 * 64;
+        if (as_run && (bytes != e.bytes || fits != e.in_arena)) *as_run = false;
         h = splitmix64(h ^ (fits ? 1u : 2u) ^ heads << 2);
         break;
       }

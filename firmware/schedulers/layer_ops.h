@@ -102,6 +102,16 @@ class layer_ops {
   // KV heads per group of the attention: the group's two score buffers (ping-pong) must fit the
   // arena's `arena_free` bytes, down to one head (a buffer that does not fit is in DRAM).
   std::uint64_t score_heads(const pass_info& pass, unsigned layer, std::uint64_t arena_free) const;
+  // Bytes of one score buffer of a group of `heads` KV heads (every sequence, query row and key).
+  std::uint64_t score_bytes(const pass_info& pass, unsigned layer, std::uint64_t heads) const {
+    return std::uint64_t(pass.batch) * heads * (m_model.heads / m_model.kv_heads) * pass.rows * pass.attended(layer) *
+           model_shape::act_bytes;
+  }
+  // Bytes of one of AERP's staging buffers (K or V of the new rows, then the recomputed ones).
+  std::uint64_t staging_bytes(const pass_info& pass, unsigned layer) const {
+    return (std::uint64_t(pass.batch) * pass.rows + (pass.prefill ? 0 : pass.recompute_rows(layer))) *
+           m_model.kv_heads * m_model.head_dim * model_shape::act_bytes;
+  }
   // Where the new tokens' K or V go in the cache.
   region kv_slot(unsigned layer, bool v, const pass_info& pass) const;
   // MM_k or MM_v: projects xn with W_K or W_V straight into the cache slots of the new tokens.
@@ -179,9 +189,14 @@ class layer_ops {
   // Where a decode pass's activation buffers would land at `layer`, as a hash: the layer's
   // arena events of its last decode pass replayed with the sizes `pass` requests (the score
   // buffers grow with the tokens attended and the KV heads per group follow the arena; AERP's
-  // staging grows with the recomputed rows): which buffers fit the arena, which spill to DRAM,
-  // and the attention's heads per group. 0: the layer has not run a decode pass yet.
+  // staging grows with the recomputed rows; whether the layer recomputes or evicts decides
+  // whether the staging and the victims' buffers exist): which buffers fit the arena, which spill
+  // to DRAM, and the attention's heads per group. 0: the layer has not run a decode pass yet (a
+  // layer that sampled layers skip keeps the log of its last simulated pass).
   std::uint64_t placement(const pass_info& pass, unsigned layer) const;
+  // Whether the replay of the layer's log with the pass it was recorded in gives every buffer the
+  // size and the place it got (true when the log is of another pass): a check of placement().
+  bool replays_as_run(const pass_info& pass, unsigned layer) const;
 
  private:
   tile_load load_tile(std::uint64_t src, std::uint64_t bytes);
@@ -254,8 +269,11 @@ class layer_ops {
   tensor produce(const std::string& kind, std::uint64_t bytes, size_rule rule);
   std::uint64_t replay_bytes(const memory_plan::arena_event& e, const pass_info& pass, unsigned layer,
                              std::uint64_t arena_free, std::uint64_t& heads) const;
-  // Per layer: the arena's events of its last decode pass (placement()).
+  // placement()'s replay; clears `*as_run` where a buffer's size or place differs from the log's.
+  std::uint64_t replay(const pass_info& pass, unsigned layer, bool* as_run) const;
+  // Per layer: the arena's events of its last decode pass (placement()), and that pass's step.
   std::vector<std::vector<memory_plan::arena_event>> m_arena_log;
+  std::vector<unsigned> m_arena_log_step;
   mutable std::vector<std::uint64_t> m_replay_use;  // placement()'s scratch: the use at each mark
   bool m_recording = false;                          // a decode layer's arena events (begin_layer)
   unsigned m_recording_layer = 0;

@@ -198,16 +198,16 @@ memory_plan::arena_mark memory_plan::mark() const {
   arena_mark m{m_arena_used, m_spill_used};
   if (m_arena_log) {
     m.event = static_cast<std::uint32_t>(m_arena_log->size());
-    m_arena_log->push_back({arena_event::kind::mark, 0, no_event, m_arena_used});
+    m.log = m_arena_logs;
+    m_arena_log->push_back({arena_event::kind::mark, 0, false, no_event, m_arena_used});
   }
   return m;
 }
 
 void memory_plan::release(const arena_mark& m) {
   if (m_arena_log) {
-    const bool ours = m.event != no_event && m.event < m_arena_log->size() &&
-                      (*m_arena_log)[m.event].what == arena_event::kind::mark;
-    m_arena_log->push_back({arena_event::kind::release, 0, ours ? m.event : no_event, m.arena});
+    const bool ours = m.event != no_event && m.log == m_arena_logs;
+    m_arena_log->push_back({arena_event::kind::release, 0, false, ours ? m.event : no_event, m.arena});
   }
   m_arena_used = m.arena;
   m_spill_used = m.spill;
@@ -216,12 +216,14 @@ void memory_plan::release(const arena_mark& m) {
 void memory_plan::record_arena(std::vector<arena_event>* log) {
   m_arena_log = log;
   if (!log) return;
+  ++m_arena_logs;
   log->clear();
-  log->push_back({arena_event::kind::begin, 0, no_event, m_arena_used});
+  log->push_back({arena_event::kind::begin, 0, false, no_event, m_arena_used});
 }
 
 region memory_plan::alloc(std::uint64_t bytes) {
-  if (m_arena_log) m_arena_log->push_back({arena_event::kind::alloc, 0, no_event, bytes});
+  if (m_arena_log)
+    m_arena_log->push_back({arena_event::kind::alloc, 0, m_arena_used + bytes <= m_arena.bytes, no_event, bytes});
   if (m_arena_used + bytes <= m_arena.bytes) {
     region r = m_arena;
     r.addr = m_arena.addr + m_arena_used;

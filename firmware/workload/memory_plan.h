@@ -81,6 +81,7 @@ class memory_plan {
   struct arena_mark {
     std::uint64_t arena, spill;
     std::uint32_t event = no_event;  // the mark's index in the arena log being recorded, if any
+    std::uint32_t log = 0;           // which recording (record_arena) the index is of
   };
   region alloc(std::uint64_t bytes);
   arena_mark mark() const;
@@ -89,12 +90,13 @@ class memory_plan {
   const region& arena() const { return m_arena; }
   // The arena's events (what sampled decode replays to predict where another pass's buffers land,
   // layer_ops::placement): `begin` (bytes: the arena's use when recording started), `alloc`
-  // (bytes requested; `rule` is the caller's, how the size depends on the pass), `mark` (bytes:
-  // the use), `release` (ref: the mark's event, or no_event for a mark made before; bytes: the use
-  // it restores).
+  // (bytes requested, whether the arena took them; `rule` is the caller's, how the size depends on
+  // the pass), `mark` (bytes: the use), `release` (ref: the mark's event, or no_event for a mark
+  // made before this recording; bytes: the use it restores).
   struct arena_event {
     enum class kind : std::uint8_t { begin, alloc, mark, release } what;
     std::uint8_t rule = 0;
+    bool in_arena = false;
     std::uint32_t ref = no_event;
     std::uint64_t bytes = 0;
   };
@@ -122,6 +124,7 @@ class memory_plan {
   region m_arena;
   std::uint64_t m_arena_used = 0;
   std::vector<arena_event>* m_arena_log = nullptr;  // being recorded (record_arena)
+  std::uint32_t m_arena_logs = 0;                   // recordings started, for arena_mark::log
   region m_spill;                 // DRAM area for activations that do not fit on chip
   std::uint64_t m_spill_used = 0;
   std::uint64_t m_dram_used = 0;

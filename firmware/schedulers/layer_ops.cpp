@@ -331,6 +331,8 @@ std::uint64_t layer_ops::replay_bytes(const memory_plan::arena_event& e, const p
       return score_bytes(pass, layer, heads);
     case size_rule::staging:
       return staging_bytes(pass, layer);
+    case size_rule::victims:  // none in a pass in which the layer does not evict
+      return pass.evicts(layer) ? victims_bytes(pass) : 0;
   }
   return e.bytes;
 }
@@ -352,11 +354,12 @@ std::uint64_t layer_ops::replay(const pass_info& pass, unsigned layer, bool* as_
   using ev = memory_plan::arena_event;
   const std::uint64_t size = m_plan.arena().bytes;
   m_replay_use.assign(log.size(), 0);
-  // Whether the layer recomputes or evicts: a log without AERP's staging or the victims' buffer
-  // does not replay a pass with them (nor the other way round).
+  // Whether the layer recomputes: a log without AERP's staging does not replay a pass with it (nor
+  // the other way round). The victims' indices (a few hundred bytes) of a layer that starts to
+  // evict are not in a log of a pass without them: the replay misses them, which matters only
+  // where a later buffer fits the arena with less than their bytes to spare.
   std::uint64_t used = 0, heads = 0;
-  std::uint64_t h = splitmix64((layer + 1) ^ (pass.recompute_rows(layer) ? 1ull << 63 : 0) ^
-                               (pass.evicts(layer) ? 1ull << 62 : 0));
+  std::uint64_t h = splitmix64((layer + 1) ^ (pass.recompute_rows(layer) ? 1ull << 63 : 0));
   for (std::size_t i = 0; i < log.size(); ++i) {
     const ev& e = log[i];
     switch (e.what) {

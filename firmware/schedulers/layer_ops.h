@@ -107,6 +107,8 @@ class layer_ops {
     return std::uint64_t(pass.batch) * heads * (m_model.heads / m_model.kv_heads) * pass.rows * pass.attended(layer) *
            model_shape::act_bytes;
   }
+  // Bytes of the victims' slot indices of an evicting layer: one 32-bit index per KV head.
+  std::uint64_t victims_bytes(const pass_info& pass) const { return std::uint64_t(pass.batch) * m_model.kv_heads * 4; }
   // Bytes of one of AERP's staging buffers (K or V of the new rows, then the recomputed ones).
   std::uint64_t staging_bytes(const pass_info& pass, unsigned layer) const {
     return (std::uint64_t(pass.batch) * pass.rows + (pass.prefill ? 0 : pass.recompute_rows(layer))) *
@@ -189,9 +191,9 @@ class layer_ops {
   // Where a decode pass's activation buffers would land at `layer`, as a hash: the layer's
   // arena events of its last decode pass replayed with the sizes `pass` requests (the score
   // buffers grow with the tokens attended and the KV heads per group follow the arena; AERP's
-  // staging grows with the recomputed rows; whether the layer recomputes or evicts decides
-  // whether the staging and the victims' buffers exist): which buffers fit the arena, which spill
-  // to DRAM, and the attention's heads per group. 0: the layer has not run a decode pass yet (a
+  // staging grows with the recomputed rows, and exists only while the layer recomputes; the
+  // victims' slot indices exist only while it evicts): which buffers fit the arena, which spill to
+  // DRAM, and the attention's heads per group. 0: the layer has not run a decode pass yet (a
   // layer that sampled layers skip keeps the log of its last simulated pass).
   std::uint64_t placement(const pass_info& pass, unsigned layer) const;
   // Whether the replay of the layer's log with the pass it was recorded in gives every buffer the
@@ -265,7 +267,7 @@ class layer_ops {
   traffic m_dram_traffic;
   double m_kv_written = 0;
   // How an activation buffer's size depends on the pass (placement() recomputes it).
-  enum class size_rule : std::uint8_t { fixed, scores_first, scores_second, staging };
+  enum class size_rule : std::uint8_t { fixed, scores_first, scores_second, staging, victims };
   tensor produce(const std::string& kind, std::uint64_t bytes, size_rule rule);
   std::uint64_t replay_bytes(const memory_plan::arena_event& e, const pass_info& pass, unsigned layer,
                              std::uint64_t arena_free, std::uint64_t& heads) const;

@@ -63,6 +63,7 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
   // commands.
   const bool select = !m_fn && !pass.prefill && pass.evicts(layer);
   if (select) m_victims = produce("victims", victims_bytes(pass), size_rule::victims);
+  else if (!pass.prefill) absent(size_rule::victims);
   const bool staged = m_stage.layer == layer && m_stage.copy_pending[0] && m_stage.copy_pending[1];
   const std::uint64_t n_stage = staged ? std::min(N, T + pass.attended_x(layer)) : 0, n_cache = N - n_stage;
   const std::uint64_t n_chip = chip_slots(layer) ? std::min(n_cache, kv.chip_tokens) : 0;

@@ -131,6 +131,7 @@ ticket layer_ops::append_kv(const tensor& xn, unsigned layer, bool v, const pass
   const std::uint64_t S = pass.prefill ? 0 : pass.recompute_rows(layer);
   if (m_stage.layer != layer) copy_new_rows();  // a previous layer's, if its attention did not run
   if (S == 0) {
+    absent(size_rule::staging);  // where a pass that recomputes would put its staging buffer
     const ticket t = project(xn, v ? w.v : w.k, m_model.hidden, kv, slot, rows, first, &traffic::kv);
     m_kv_written += static_cast<double>(slot.bytes);
     return t;
@@ -306,6 +307,13 @@ void layer_ops::depend(const tensor& t, const compute_block* block) {
   if (t.producer.valid() && t.producer.block != block) m_drv.wait(t.producer);
 }
 
+void layer_ops::absent(size_rule rule) {
+  // An allocation of no bytes (as memory_plan::alloc(0): in the arena, taking nothing).
+  if (m_recording) m_arena_log[m_recording_layer].push_back({memory_plan::arena_event::kind::alloc,
+                                                             static_cast<std::uint8_t>(rule), true,
+                                                             memory_plan::no_event, 0});
+}
+
 void layer_ops::begin_layer(const pass_info& pass, unsigned layer) {
   m_recording = !pass.prefill;
   if (!m_recording) return;
@@ -329,8 +337,8 @@ std::uint64_t layer_ops::replay_bytes(const memory_plan::arena_event& e, const p
       [[fallthrough]];
     case size_rule::scores_second:
       return score_bytes(pass, layer, heads);
-    case size_rule::staging:
-      return staging_bytes(pass, layer);
+    case size_rule::staging:  // none in a pass in which the layer does not recompute
+      return pass.recompute_rows(layer) ? staging_bytes(pass, layer) : 0;
     case size_rule::victims:  // none in a pass in which the layer does not evict
       return pass.evicts(layer) ? victims_bytes(pass) : 0;
   }
@@ -354,12 +362,7 @@ std::uint64_t layer_ops::replay(const pass_info& pass, unsigned layer, bool* as_
   using ev = memory_plan::arena_event;
   const std::uint64_t size = m_plan.arena().bytes;
   m_replay_use.assign(log.size(), 0);
-  // Whether the layer recomputes: a log without AERP's staging does not replay a pass with it (nor
-  // the other way round). The victims' indices (a few hundred bytes) of a layer that starts to
-  // evict are not in a log of a pass without them: the replay misses them, which matters only
-  // where a later buffer fits the arena with less than their bytes to spare.
-  std::uint64_t used = 0, heads = 0;
-  std::uint64_t h = splitmix64((layer + 1) ^ (pass.recompute_rows(layer) ? 1ull << 63 : 0));
+  std::uint64_t used = 0, heads = 0, h = splitmix64(layer + 1);
   for (std::size_t i = 0; i < log.size(); ++i) {
     const ev& e = log[i];
     switch (e.what) {

@@ -191,10 +191,11 @@ class layer_ops {
   // Where a decode pass's activation buffers would land at `layer`, as a hash: the layer's
   // arena events of its last decode pass replayed with the sizes `pass` requests (the score
   // buffers grow with the tokens attended and the KV heads per group follow the arena; AERP's
-  // staging grows with the recomputed rows, and exists only while the layer recomputes; the
-  // victims' slot indices exist only while it evicts): which buffers fit the arena, which spill to
-  // DRAM, and the attention's heads per group. 0: the layer has not run a decode pass yet (a
-  // layer that sampled layers skip keeps the log of its last simulated pass).
+  // staging grows with the recomputed rows and exists only while the layer recomputes, the
+  // victims' slot indices only while it evicts; the log holds their places either way): which
+  // buffers fit the arena, which spill to DRAM, and the attention's heads per group. 0: the layer
+  // has not run a decode pass yet (a layer that sampled layers skip keeps the log of its last
+  // simulated pass).
   std::uint64_t placement(const pass_info& pass, unsigned layer) const;
   // Whether the replay of the layer's log with the pass it was recorded in gives every buffer the
   // size and the place it got (true when the log is of another pass): a check of placement().
@@ -269,6 +270,10 @@ class layer_ops {
   // How an activation buffer's size depends on the pass (placement() recomputes it).
   enum class size_rule : std::uint8_t { fixed, scores_first, scores_second, staging, victims };
   tensor produce(const std::string& kind, std::uint64_t bytes, size_rule rule);
+  // Records, in a decode layer's arena log, a buffer of `rule` that this pass does not allocate
+  // (AERP's staging of a layer that does not recompute, the victims of one that does not evict):
+  // the replay of a pass that does allocate it puts it there.
+  void absent(size_rule rule);
   std::uint64_t replay_bytes(const memory_plan::arena_event& e, const pass_info& pass, unsigned layer,
                              std::uint64_t arena_free, std::uint64_t& heads) const;
   // placement()'s replay; clears `*as_run` where a buffer's size or place differs from the log's.

@@ -230,7 +230,7 @@ void llm_workload::pass(const pass_info& p) {
         layer_ops& ops;
         ~recording() { ops.end_layer(); }
       } rec{*m_ops};
-      m_ops->begin_layer(p, l);
+      if (m_sample_every > 1) m_ops->begin_layer(p, l);
       m_scheduler->layer(*m_ops, p, l, x);
     }
     trace.layer_end(l);

@@ -49,10 +49,9 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
   const std::uint64_t B = pass.batch, T = pass.rows, N = pass.attended(layer), D = m_model.head_dim;
   const std::uint64_t kvh = m_model.kv_heads, g = m_model.heads / m_model.kv_heads;
   const std::uint64_t ab = model_shape::act_bytes;
-  auto scores_bytes = [&](std::uint64_t h) { return score_bytes(pass, layer, h); };
   const std::uint64_t hg = score_heads(pass, layer, m_plan.arena_free());
-  tensor buf[2] = {produce("scores", scores_bytes(hg), size_rule::scores_first),
-                   produce("scores", scores_bytes(hg), size_rule::scores_second)};
+  tensor buf[2] = {produce("scores", score_bytes(pass, layer, hg), size_rule::scores_first),
+                   produce("scores", score_bytes(pass, layer, hg), size_rule::scores_second)};
   ticket user[2];
   const memory_plan::kv_layer& kv = m_plan.kv(layer);
   depend(q, m_rsa->block);
@@ -97,7 +96,7 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
     const ticket t1 = m_drv.submit(*m_rsa, qk);
     count(kv.k, B * h * N * D * ab, &traffic::kv);
     count(q.where, B * h * g * T * D * ab, &traffic::activations);
-    count(s.where, scores_bytes(h), &traffic::activations);
+    count(s.where, score_bytes(pass, layer, h), &traffic::activations);
     produced(s, t1);
     const ticket t2 = sfu(opcode::softmax, s, B * h * g * T, N, s.where);
     s.producer = t2;
@@ -108,7 +107,7 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
     if (m_fn) m_fn->context(av, layer, h0, out.addr, 0, N);
     last = m_drv.submit(*m_rsa, av);
     count(kv.v, B * h * N * D * ab, &traffic::kv);
-    count(s.where, scores_bytes(h), &traffic::activations);
+    count(s.where, score_bytes(pass, layer, h), &traffic::activations);
     count(out, B * h * g * T * D * ab, &traffic::activations);
     last_use(s, last);
     user[j % 2] = last;

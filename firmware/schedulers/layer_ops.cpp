@@ -269,8 +269,7 @@ tensor layer_ops::produce(const std::string& kind, std::uint64_t bytes) {
 
 tensor layer_ops::produce(const std::string& kind, std::uint64_t bytes, size_rule rule) {
   tensor t;
-  t.where = m_plan.alloc(bytes);
-  if (rule != size_rule::fixed && m_recording) m_arena_log[m_recording_layer].back().rule = static_cast<std::uint8_t>(rule);
+  t.where = m_plan.alloc(bytes, static_cast<std::uint8_t>(rule));
   t.kind = kind;
   if (m_transient) {  // its fields' refresh, before it is written
     std::uint64_t local = 0;
@@ -308,24 +307,16 @@ void layer_ops::depend(const tensor& t, const compute_block* block) {
 }
 
 void layer_ops::absent(size_rule rule) {
-  // An allocation of no bytes (as memory_plan::alloc(0): in the arena, taking nothing).
-  if (m_recording) m_arena_log[m_recording_layer].push_back({memory_plan::arena_event::kind::alloc,
-                                                             static_cast<std::uint8_t>(rule), true,
-                                                             memory_plan::no_event, 0});
+  m_plan.alloc(0, static_cast<std::uint8_t>(rule));  // no bytes: in the arena, taking nothing
 }
 
 void layer_ops::begin_layer(const pass_info& pass, unsigned layer) {
-  m_recording = !pass.prefill;
-  if (!m_recording) return;
-  m_recording_layer = layer;
+  if (pass.prefill) return;
   m_arena_log_step[layer] = pass.step;
   m_plan.record_arena(&m_arena_log[layer]);
 }
 
-void layer_ops::end_layer() {
-  if (m_recording) m_plan.record_arena(nullptr);
-  m_recording = false;
-}
+void layer_ops::end_layer() { m_plan.record_arena(nullptr); }
 
 std::uint64_t layer_ops::replay_bytes(const memory_plan::arena_event& e, const pass_info& pass, unsigned layer,
                                       std::uint64_t arena_free, std::uint64_t& heads) const {

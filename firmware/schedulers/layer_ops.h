@@ -185,7 +185,8 @@ class layer_ops {
   const std::vector<lifetime_record>& lifetimes() const { return m_lifetimes; }
 
   // --- where a decode pass's buffers land (sampled decode's regimes) --------------------------
-  // The workload brackets each layer of a pass: a decode layer's arena events are recorded.
+  // The workload brackets each layer of a pass when it samples decode: a decode layer's arena
+  // events are recorded.
   void begin_layer(const pass_info& pass, unsigned layer);
   void end_layer();
   // Where a decode pass's activation buffers would land at `layer`, as a hash: the layer's
@@ -282,8 +283,6 @@ class layer_ops {
   std::vector<std::vector<memory_plan::arena_event>> m_arena_log;
   std::vector<unsigned> m_arena_log_step;
   mutable std::vector<std::uint64_t> m_replay_use;  // placement()'s scratch: the use at each mark
-  bool m_recording = false;                          // a decode layer's arena events (begin_layer)
-  unsigned m_recording_layer = 0;
   std::vector<lifetime_record> m_lifetimes;
   lifetime_rule* m_transient = nullptr;
   functional_hooks* m_fn = nullptr;

@@ -221,9 +221,9 @@ void memory_plan::record_arena(std::vector<arena_event>* log) {
   log->push_back({arena_event::kind::begin, 0, false, no_event, m_arena_used});
 }
 
-region memory_plan::alloc(std::uint64_t bytes) {
+region memory_plan::alloc(std::uint64_t bytes, std::uint8_t rule) {
   if (m_arena_log)
-    m_arena_log->push_back({arena_event::kind::alloc, 0, m_arena_used + bytes <= m_arena.bytes, no_event, bytes});
+    m_arena_log->push_back({arena_event::kind::alloc, rule, m_arena_used + bytes <= m_arena.bytes, no_event, bytes});
   if (m_arena_used + bytes <= m_arena.bytes) {
     region r = m_arena;
     r.addr = m_arena.addr + m_arena_used;

@@ -83,7 +83,8 @@ class memory_plan {
     std::uint32_t event = no_event;  // the mark's index in the arena log being recorded, if any
     std::uint32_t log = 0;           // which recording (record_arena) the index is of
   };
-  region alloc(std::uint64_t bytes);
+  // `rule`: the caller's tag in the arena log being recorded (how the size depends on the pass).
+  region alloc(std::uint64_t bytes, std::uint8_t rule = 0);
   arena_mark mark() const;
   void release(const arena_mark& m);
   std::uint64_t arena_free() const { return m_arena_used < m_arena.bytes ? m_arena.bytes - m_arena_used : 0; }

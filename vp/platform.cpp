@@ -1,6 +1,6 @@
 #include "vp/platform.h"
 
-#include "models/memory/edram/edram.h"
+#include "models/memory/refresh_control.h"
 #include "platform/plugin/loader.h"
 #include "platform/stats/stats.h"
 
@@ -185,12 +185,18 @@ nlohmann::json yaml_to_json(const YAML::Node& n) {
 
 namespace {
 
-// Energy parts of every module: component "<module>.<part>" -> joules.
-std::vector<std::pair<std::string, double>> energy_parts() {
-  std::vector<std::pair<std::string, double>> parts;
+// Energy parts of every module: component "<module>.<part>" -> joules, and the part's statistic.
+struct energy_part {
+  std::string component;
+  double joules;
+  const stat_group* group;
+  const stat* part;
+};
+std::vector<energy_part> energy_parts() {
+  std::vector<energy_part> parts;
   for (const stat_group* g : collect_stat_groups())
     for (const stat& s : g->all())
-      if (s.energy_part()) parts.emplace_back(g->owner() + "." + s.name(), s.value());
+      if (s.energy_part()) parts.push_back({g->owner() + "." + s.name(), s.value(), g, &s});
   return parts;
 }
 
@@ -211,15 +217,20 @@ std::string si(double v, const std::string& unit) {
 
 }  // namespace
 
-double platform::edram_refresh_J(const std::vector<std::pair<std::string, double>>& parts) const {
-  std::set<std::string> names;  // the refresh parts of eDRAM arrays
-  for (const auto& m : m_memories)
-    if (dynamic_cast<const edram*>(m.get())) names.insert(std::string(m->basename()) + ".refresh");
+namespace {
+// The refresh energy of the memories whose cells need refresh (that offer a refresh_control: the
+// eDRAM arrays, a plugin's own cell), in statistics order.
+double edram_refresh_J(const std::vector<energy_part>& parts,
+                       const std::vector<std::unique_ptr<memory_target>>& memories) {
+  std::set<const stat_group*> refreshed;
+  for (const auto& m : memories)
+    if (m->refresh()) refreshed.insert(&m->stats());
   double j = 0;
-  for (const auto& p : parts)
-    if (names.count(p.first)) j += p.second;
+  for (const energy_part& p : parts)
+    if (p.part->tag().energy == energy_kind::refresh && refreshed.count(p.group)) j += p.joules;
   return j;
 }
+}  // namespace
 
 nlohmann::json platform::results() const {
   nlohmann::json r;
@@ -235,6 +246,7 @@ nlohmann::json platform::results() const {
 
   nlohmann::json stats = nlohmann::json::object();
   for (const stat_group* g : collect_stat_groups()) {
+    if (!g->reported()) continue;
     nlohmann::json& m = stats[g->owner()];
     for (const stat& s : g->all()) {
       const double v = s.value();
@@ -248,11 +260,11 @@ nlohmann::json platform::results() const {
   nlohmann::json by = nlohmann::json::object();
   double total = 0;
   const auto parts = energy_parts();
-  for (const auto& [name, j] : parts) {
-    by[name] = j;
-    total += j;
+  for (const energy_part& p : parts) {
+    by[p.component] = p.joules;
+    total += p.joules;
   }
-  r["energy_J"] = {{"total", total}, {"by_component", by}, {"edram_refresh", edram_refresh_J(parts)}};
+  r["energy_J"] = {{"total", total}, {"by_component", by}, {"edram_refresh", edram_refresh_J(parts, m_memories)}};
 
   nlohmann::json amap = nlohmann::json::array();
   for (size_t i = 0; i < m_memories.size(); ++i) {
@@ -290,13 +302,13 @@ std::string platform::report() const {
 
   const auto parts = energy_parts();
   double total = 0;
-  for (const auto& p : parts) total += p.second;
-  const double refresh = edram_refresh_J(parts);
+  for (const energy_part& p : parts) total += p.joules;
+  const double refresh = edram_refresh_J(parts, m_memories);
   o << "Energy\n";
-  for (const auto& [name, j] : parts) {
+  for (const energy_part& p : parts) {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "  %-28s %14s  %5.1f %%\n", name.c_str(), si(j, "J").c_str(),
-                  total > 0 ? 100.0 * j / total : 0.0);
+    std::snprintf(buf, sizeof buf, "  %-28s %14s  %5.1f %%\n", p.component.c_str(), si(p.joules, "J").c_str(),
+                  total > 0 ? 100.0 * p.joules / total : 0.0);
     o << buf;
   }
   {
@@ -310,6 +322,7 @@ std::string platform::report() const {
 
   o << "\nStatistics\n";
   for (const stat_group* g : collect_stat_groups()) {
+    if (!g->reported()) continue;
     o << "  " << g->owner() << "\n";
     for (const stat& s : g->all()) {
       char buf[512];

@@ -44,9 +44,6 @@ class platform : public platform_view {
   workload& work() { return *m_workload; }
 
  private:
-  // Energy of the refresh parts of every eDRAM array among `parts`.
-  double edram_refresh_J(const std::vector<std::pair<std::string, double>>& parts) const;
-
   config& m_cfg;
   std::string m_name;
   std::string m_system_name;

@@ -119,14 +119,14 @@ class hbm2 : public kelle::memory_target {
     });
     m_stats.formula("peak_bandwidth", "GB/s", "channels x channel width x 2 / tCK",
                     [this] { return m_peak_Bps / 1e9; });
-    m_stats.energy("access", "read and write bursts x energy per burst",
+    m_stats.energy(kelle::energy_kind::access, "access", "read and write bursts x energy per burst",
                    [this] { return double(m_rd) * m_read_J + double(m_wr) * m_write_J; });
-    m_stats.energy("activate", "activations x energy per ACT-PRE pair",
+    m_stats.energy(kelle::energy_kind::activate, "activate", "activations x energy per ACT-PRE pair",
                    [this] { return double(m_misses + m_conflicts + m_reactivations) * m_act_J; });
-    m_stats.energy("refresh", "all-bank refreshes x energy per refresh", [this] {
+    m_stats.energy(kelle::energy_kind::refresh, "refresh", "all-bank refreshes x energy per refresh", [this] {
       return m_refresh ? std::floor(kelle::now_s() / m_tREFI.to_seconds()) * m_channels * m_refresh_J : 0.0;
     });
-    m_stats.energy("background", "active-standby power x simulated time",
+    m_stats.energy(kelle::energy_kind::background, "background", "active-standby power x simulated time",
                    [this] { return m_background_W * kelle::now_s(); });
   }
 

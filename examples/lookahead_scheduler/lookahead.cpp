@@ -43,42 +43,40 @@ class lookahead_scheduler : public scheduler {
   // Created while the workload is elaborated, so the statistics module is its child.
   lookahead_scheduler() : m_stats(std::make_unique<lookahead_stats>("lookahead")) {}
 
-  void layer(layer_ops& ops, const pass_info& p, unsigned l, tensor& x) override {
-    const auto mark = ops.plan().mark();
+  void layer(scheduler_ops& ops, const pass_info& p, unsigned l, tensor& x) override {
+    layer_scope scope(ops, x);  // the layer's buffers: freed once x is written (the next layer reuses the arena)
     tile_load wk = carried(ops, p, l);
     attention_half(ops, p, l, x, wk);
-    ops.ffn(x, l, ops.layer_dims(p).rows, /*overlap=*/true, ops.prefetch_ffn(l));
+    ops.ffn(x, l, ops.dims(p).rows, /*overlap=*/true, ops.prefetch_ffn(l));
     if (l + 1 < ops.model().layers) {  // the next layer's W_K, before waiting for this one
-      const auto& wn = ops.plan().weights(l + 1);
-      m_carry = ops.prefetch(wn.k, ops.model().hidden, ops.layer_dims(p).kv);
+      const auto& wn = ops.weights(l + 1);
+      m_carry = ops.prefetch(wn.k, ops.model().hidden, ops.dims(p).kv);
       m_carry_layer = l + 1;
       m_carry_pass = {p.prefill, p.step};
       m_carry_time = sc_core::sc_time_stamp();
       ++m_stats->prefetches;
     }
-    ops.drv().wait(x.producer);  // the arena is reused by the next layer
-    ops.plan().release(mark);
   }
 
  private:
   // The W_K tile requested by the previous call for this layer, or a fresh request.
-  tile_load carried(layer_ops& ops, const pass_info& p, unsigned l) {
+  tile_load carried(scheduler_ops& ops, const pass_info& p, unsigned l) {
     tile_load t;
     if (m_carry.valid() && m_carry_layer == l && m_carry_pass == std::make_pair(p.prefill, p.step)) {
       t = m_carry;
       m_stats->lead_s += (sc_core::sc_time_stamp() - m_carry_time).to_seconds();
     } else {
-      t = ops.prefetch(ops.plan().weights(l).k, ops.model().hidden, ops.layer_dims(p).kv);
+      t = ops.prefetch(ops.weights(l).k, ops.model().hidden, ops.dims(p).kv);
     }
     m_carry = {};
     return t;
   }
 
   // Norm, k and v into the cache, q, RoPE, attention, W_O and the first residual add (Kelle order).
-  static void attention_half(layer_ops& ops, const pass_info& p, unsigned l, tensor& x, tile_load wk) {
+  static void attention_half(scheduler_ops& ops, const pass_info& p, unsigned l, tensor& x, tile_load wk) {
     const model_shape& m = ops.model();
-    const auto& w = ops.plan().weights(l);
-    const auto d = ops.layer_dims(p);
+    const auto& w = ops.weights(l);
+    const auto d = ops.dims(p);
     const std::uint64_t act = model_shape::act_bytes;
     tensor xn = ops.produce("xn", d.rows * d.hidden * act);
     ops.produced(xn, ops.sfu(ops.norm(), x, d.rows, d.hidden, xn.where));
@@ -90,7 +88,7 @@ class lookahead_scheduler : public scheduler {
     ops.produced(q, ops.project(xn, w.q, d.hidden, d.q, q.where, d.rows, wq));
     ops.last_use(xn, q.producer);
     q.producer = ops.sfu(opcode::rope, q, d.rows * m.heads, m.head_dim, q.where);
-    ops.drv().wait(k_roped);
+    ops.wait(k_roped);
     const tile_load wo = ops.prefetch(w.o, d.q, d.hidden);
     tensor a = ops.produce("attn", d.rows * d.q * act);
     ops.produced(a, ops.attention(q, p, l, a.where));

@@ -6,8 +6,10 @@
 
 namespace kelle {
 
-driver::driver(const char* port_name, platform_view& p)
-    : m_platform(p), m_port(port_name, [](tlm::tlm_generic_payload& t, const sc_core::sc_time&) {
+driver::driver(const char* port_name, platform_view& p, stat_group& stats)
+    : m_platform(p),
+      m_commands(stats.counter("commands", "count", "commands the firmware submitted")),
+      m_port(port_name, [](tlm::tlm_generic_payload& t, const sc_core::sc_time&) {
         if (t.is_response_error())
           SC_REPORT_ERROR("firmware", ("a command write was refused: " + t.get_response_string()).c_str());
         t.release();
@@ -59,6 +61,7 @@ void driver::drain(target& b) {
 ticket driver::submit(target& b, command c) {
   while (b.in_flight >= b.block->queue_depth()) sc_core::wait(m_completed);
   c.id = m_next_id++;
+  ++m_commands;
   tlm::tlm_generic_payload* t = m_pool.acquire(sizeof(command));
   std::memcpy(t->get_data_ptr(), &c, sizeof c);
   t->set_command(tlm::TLM_WRITE_COMMAND);
@@ -68,12 +71,14 @@ ticket driver::submit(target& b, command c) {
   return ticket{b.block, c.id};
 }
 
-ticket driver::dma(std::uint64_t src, std::uint64_t dst, std::uint64_t bytes) {
+ticket driver::dma(std::uint64_t src, std::uint64_t dst, std::uint64_t bytes, traffic_class from, traffic_class to) {
   command c;
   c.op = opcode::copy;
   c.m = 1;
   c.addr_a = src;
   c.addr_c = dst;
+  set_operand_class(c, operand_a, from);
+  set_operand_class(c, operand_c, to);
   // m rows of k bytes, k below 4 GiB.
   std::uint64_t rows = 1;
   while (bytes / rows > 0xffffffffull || bytes % rows) ++rows;

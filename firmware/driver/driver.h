@@ -6,7 +6,7 @@
 //
 //   driver::target& rsa = drv.target_of("rsa");  // a block, resolved once
 //   ticket g = drv.submit(rsa, command{...});    // a command to it
-//   ticket t = drv.dma(src, dst, bytes);         // a DMA copy
+//   ticket t = drv.dma(src, dst, bytes, traffic_class::weights);  // a DMA copy
 //   drv.wait(t);                                 // the calling thread waits for completion
 //   drv.after(g, [&] { ... });                   // run at g's completion time
 #pragma once
@@ -32,8 +32,8 @@ struct ticket {
 class driver {
  public:
   // Construct inside the owning module's constructor; binds to the platform's interconnect as
-  // initiator `port_name`.
-  driver(const char* port_name, platform_view& platform);
+  // initiator `port_name`. The commands it submits are counted in `stats` (`commands`).
+  driver(const char* port_name, platform_view& platform, stat_group& stats);
 
   compute_block& block(const std::string& name);
 
@@ -51,7 +51,13 @@ class driver {
   // unless the block's queue is full, then it first waits for one of its commands to complete.
   ticket submit(target& block, command c);
   ticket submit(const std::string& block, command c) { return submit(target_of(block), c); }
-  ticket dma(std::uint64_t src, std::uint64_t dst, std::uint64_t bytes);
+  // A DMA copy of `bytes` from `src` (data of traffic class `from`) to `dst` (class `to`): the
+  // memories count the bytes by class (platform/tlm/traffic_class.h).
+  ticket dma(std::uint64_t src, std::uint64_t dst, std::uint64_t bytes, traffic_class from, traffic_class to);
+  ticket dma(std::uint64_t src, std::uint64_t dst, std::uint64_t bytes,
+             traffic_class cls = traffic_class::unclassified) {
+    return dma(src, dst, bytes, cls, cls);
+  }
 
   // Waits until the command has completed and returns its completion. A failed command is a
   // simulation error (the firmware model does not issue commands that may fail).
@@ -61,6 +67,7 @@ class driver {
   // Runs `action` at the simulated time `t` completes (at once if it already has).
   void after(const ticket& t, std::function<void()> action);
 
+  // Commands submitted by this process (the next command's id - 1).
   std::uint64_t commands_submitted() const { return m_next_id - 1; }
 
  private:
@@ -72,6 +79,7 @@ class driver {
   std::map<std::uint32_t, completion> m_done;  // by command id
   std::multimap<std::uint32_t, std::function<void()>> m_actions;
   std::uint32_t m_next_id = 1;
+  stat& m_commands;  // commands submitted (passes not simulated add theirs by extrapolation)
   payload_pool m_pool;
   at_initiator m_port;  // posted descriptor writes
   sc_core::sc_event m_completed;

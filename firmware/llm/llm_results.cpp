@@ -9,6 +9,7 @@
 #include "models/memory/refresh_control.h"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -30,7 +31,7 @@ void llm_workload::add_refresh_fields(nlohmann::json& out) const {
   out["expected_failed_bits_by_field"] = by;
   const lifetime_rule* t = m_refresh->transient();
   if (!t) return;
-  const auto& all = t->totals();  // passes and layers not simulated included (sample_vector)
+  const lifetime_rule::figures all = t->totals();  // counters: passes and layers not simulated included
   nlohmann::json fields = nlohmann::json::object();
   for (std::size_t i = 0; i < t->fields().size(); ++i) {
     const auto& rule = t->rules()[i];
@@ -50,6 +51,39 @@ void llm_workload::add_refresh_fields(nlohmann::json& out) const {
                        {"by_field", fields}};
 }
 
+// Energy in the paper's categories, from the energy parts' tags: compute, each on-chip memory's
+// access and refresh, the DRAM's access and activation energy by traffic class (its own shares,
+// memory_target::access_energy_of) and its background and refresh power (not attributable to a
+// class), leakage. Summed in the order of the parts' component names (results.json's
+// energy_J.by_component).
+nlohmann::json llm_workload::energy_breakdown() const {
+  nlohmann::json cat = nlohmann::json::object();
+  auto add = [&](const std::string& k, double j) { cat[k] = cat.value(k, 0.0) + j; };
+  const stat_group* dram = m_dram ? &m_dram->stats() : nullptr;
+  std::map<std::string, std::pair<const stat_group*, const stat*>> parts;
+  for (const stat_group* g : collect_stat_groups())
+    for (const stat& s : g->all())
+      if (s.energy_part()) parts[g->owner() + "." + s.name()] = {g, &s};
+  for (const auto& [component, part] : parts) {
+    const auto& [g, s] = part;
+    const energy_kind kind = s->tag().energy;
+    if (kind == energy_kind::leakage)
+      add("leakage", s->value());
+    else if (kind == energy_kind::compute)
+      add("compute", s->value());
+    else if (g != dram)
+      add(g->owner() + (kind == energy_kind::refresh ? "_refresh" : "_access"), s->value());
+    else if (kind == energy_kind::refresh || kind == energy_kind::background)
+      add("dram_background_refresh", s->value());
+  }
+  if (dram)
+    for (traffic_class c : {traffic_class::weights, traffic_class::kv, traffic_class::activations,
+                            traffic_class::unclassified})
+      if (const double j = m_dram->access_energy_of(c); j > 0 || c != traffic_class::unclassified)
+        add(std::string("dram_") + name_of(c), j);
+  return cat;
+}
+
 void llm_workload::add_results(nlohmann::json& r) const {
   const double total = m_prefill_s + m_decode_s;
   const double generated = static_cast<double>(m_batch) * static_cast<double>(m_decode);
@@ -61,62 +95,26 @@ void llm_workload::add_results(nlohmann::json& r) const {
   r["throughput"] = {{"tokens_per_s", total > 0 ? generated / total : 0.0},
                      {"tokens_per_J", energy > 0 ? generated / energy : 0.0},
                      {"generated_tokens", generated}};
-  double dram_total = 0;
-  if (r.contains("stats") && r["stats"].contains(m_plan->dram()))
-    dram_total = r["stats"][m_plan->dram()]["bytes_read"]["value"].get<double>() +
-                 r["stats"][m_plan->dram()]["bytes_written"]["value"].get<double>();
-  r["traffic_bytes"] = {{"dram_weights", m_ops->dram().weights},
-                        {"dram_kv", m_ops->dram().kv},
-                        {"dram_activations", m_ops->dram().activations},
-                        {"dram_total", dram_total}};
-  // Energy in the paper's categories: compute, on-chip memory access and refresh by role, DRAM
-  // by kind (access and activation energy shared out by the bytes of each kind; background and
-  // refresh power are not attributable), leakage.
-  nlohmann::json cat = nlohmann::json::object();
-  if (r.contains("energy_J")) {
-    const double kinds = m_ops->dram().weights + m_ops->dram().kv + m_ops->dram().activations;
-    auto add = [&](const std::string& k, double j) { cat[k] = cat.value(k, 0.0) + j; };
-    for (const auto& [name, j] : r["energy_J"]["by_component"].items()) {
-      const auto dot = name.rfind('.');
-      const std::string mod = name.substr(0, dot), part = name.substr(dot + 1);
-      const double e = j.get<double>();
-      if (part == "leakage") {
-        add("leakage", e);
-      } else if (mod == m_plan->dram()) {
-        if ((part == "access" || part == "activate") && kinds > 0) {
-          add("dram_weights", e * m_ops->dram().weights / kinds);
-          add("dram_kv", e * m_ops->dram().kv / kinds);
-          add("dram_activations", e * m_ops->dram().activations / kinds);
-        } else {
-          add("dram_background_refresh", e);
-        }
-      } else if (m_platform.memory(mod)) {
-        add(mod + (part == "refresh" ? "_refresh" : "_access"), e);
-      } else {
-        add("compute", e);
-      }
-    }
-  }
-  r["energy_breakdown_J"] = cat;
+  // DRAM traffic by class, as the DRAM counted its transactions (memory_target::bytes_of).
+  const std::array<double, traffic_classes> dram = dram_by_class();
+  nlohmann::json traffic = nlohmann::json::object();
+  for (traffic_class c : {traffic_class::weights, traffic_class::kv, traffic_class::activations})
+    traffic[std::string("dram_") + name_of(c)] = dram[index_of(c)];
+  if (dram[index_of(traffic_class::unclassified)] > 0)  // bytes no initiator classified
+    traffic["dram_unclassified"] = dram[index_of(traffic_class::unclassified)];
+  traffic["dram_total"] = m_dram ? m_dram->bytes_moved() : 0.0;
+  r["traffic_bytes"] = traffic;
+  r["energy_breakdown_J"] = energy_breakdown();
 
+  // Lifetimes by kind: counters (passes not simulated included), the longest of those simulated.
   nlohmann::json life = nlohmann::json::object();
-  std::map<std::string, std::tuple<double, double, double>> acc;  // count, total, max
-  for (const auto& l : m_ops->lifetimes()) {
-    if (l.open) continue;
-    auto& [n, t, mx] = acc[l.kind];
-    const double d = (l.end - l.start).to_seconds();
-    n += 1;
-    t += d;
-    mx = std::max(mx, d);
-  }
-  for (const auto& [kind, e] : m_extra_life) {  // sampled decode: the steps not simulated
-    std::get<0>(acc[kind]) += e.first;
-    std::get<1>(acc[kind]) += e.second;
-  }
+  std::map<std::string, const lifetime_kind*> kinds;  // by name, as results list them
+  for (const lifetime_kind& k : m_ops->lifetimes())
+    if (k.count->value() > 0) kinds[k.name] = &k;
   double all = 0;
-  for (const auto& [k, v] : acc) {
-    const auto& [n, t, mx] = v;
-    life[k] = {{"count", n}, {"total_s", t}, {"mean_s", t / n}, {"max_s", mx}};
+  for (const auto& [name, k] : kinds) {
+    const double n = k->count->value(), t = k->total_s->value();
+    life[name] = {{"count", n}, {"total_s", t}, {"mean_s", t / n}, {"max_s", k->max_s}};
     all += t;
   }
   r["activation_lifetimes"] = {{"total_s", all}, {"by_kind", life}};
@@ -215,7 +213,8 @@ std::string llm_workload::report() const {
                 static_cast<unsigned long long>(m_decode), m_scheduler_name.c_str(), m_plan->describe().c_str(),
                 m_prefill_s * 1e3, m_decode_s * 1e3, r["latency_s"]["decode_per_step"].get<double>() * 1e3,
                 (m_prefill_s + m_decode_s) * 1e3, r["throughput"]["tokens_per_s"].get<double>(),
-                m_ops->dram().weights / 1e6, m_ops->dram().kv / 1e6, m_ops->dram().activations / 1e6,
+                r["traffic_bytes"]["dram_weights"].get<double>() / 1e6, r["traffic_bytes"]["dram_kv"].get<double>() / 1e6,
+                r["traffic_bytes"]["dram_activations"].get<double>() / 1e6,
                 r["activation_lifetimes"]["total_s"].get<double>() * 1e3);
   std::string s = buf;
   if (m_plan->dram_overflow_bytes()) {
@@ -264,8 +263,8 @@ std::map<std::string, std::string> llm_workload::extra_files() const {
     steps << s.phase << ',' << s.step << ',' << s.start_s << ',' << s.end_s << ',' << (s.end_s - s.start_s) << ','
           << s.dram_weights << ',' << s.dram_kv << ',' << s.dram_act << ',' << (s.detailed ? 1 : 0) << '\n';
   layers << "layer,time_s,kv_on_chip\n";
-  for (unsigned l = 0; l < m_layer_s.size(); ++l)
-    layers << l << ',' << m_layer_s[l] << ',' << (l < m_plan->kv_layers_on_chip() ? 1 : 0) << '\n';
+  for (unsigned l = 0; l < m_layer_time.size(); ++l)
+    layers << l << ',' << m_layer_time[l]->value() << ',' << (l < m_plan->kv_layers_on_chip() ? 1 : 0) << '\n';
   return {{"steps.csv", steps.str()}, {"layers.csv", layers.str()}};
 }
 

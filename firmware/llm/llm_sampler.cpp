@@ -1,6 +1,7 @@
-// The llm workload's sampled decode: what a detailed step adds to every figure sampled decode
-// extrapolates (sample_vector), the regimes samples are not extrapolated across, and the steps
-// that are not simulated (skip_steps). docs/firmware.md, "Sampled decode".
+// The llm workload's sampled decode: the regimes samples are not extrapolated across, and the
+// steps and layers that are not simulated (skip_steps, skip_layer), whose activity is extrapolated
+// into every statistics counter (each figure's owner keeps it as one). docs/firmware.md,
+// "Sampled decode".
 #include "firmware/llm/llm_workload.h"
 
 #include "firmware/functional/functional_run.h"
@@ -23,85 +24,10 @@ double llm_workload::cost_driver(const pass_info& p) const {
   return x;
 }
 
-std::vector<double> llm_workload::sample_vector(const counter_snapshot& c) const {
-  std::vector<double> v = c.values;
-  const auto& d = m_ops->dram();
-  v.insert(v.end(), {d.weights, d.kv, d.activations, m_ops->kv_bytes_written(),
-                     static_cast<double>(m_driver->commands_submitted()) + m_extra_commands});
-  // The simulated refresh only (what earlier extrapolations added is in the counters above), as
-  // its expectation over the refresh ticks' phase: a buffer that lives a fraction of an interval
-  // is refreshed once or not at all by where the ticks fall, and a few samples' lottery repeated
-  // over every skipped step would not average out as the simulated steps do.
-  for (refresh_control* e : m_edrams) v.push_back(e->fluid_refresh_bytes());
-  // The lifetime rule's figures: the activation buffers a pass or a layer releases.
-  if (const lifetime_rule* t = m_refresh->transient()) t->flatten(v);
-  v.insert(v.end(), m_layer_s.begin(), m_layer_s.end());
-  const std::size_t base = v.size();
-  auto& kinds = m_life_kind;  // kinds seen so far, in order of first appearance
-  v.resize(base + 2 * kinds.size(), 0.0);
-  auto slot = [&](const std::string& kind) {
-    auto it = kinds.find(kind);
-    if (it == kinds.end()) {
-      it = kinds.emplace(kind, static_cast<unsigned>(kinds.size())).first;
-      v.resize(base + 2 * kinds.size(), 0.0);
-    }
-    return base + 2 * it->second;
-  };
-  for (const auto& l : m_ops->lifetimes()) {
-    if (l.open) continue;
-    const std::size_t i = slot(l.kind);
-    v[i] += 1;
-    v[i + 1] += (l.end - l.start).to_seconds();
-  }
-  for (const auto& [kind, e] : m_extra_life) {  // the layers and steps extrapolated so far
-    const std::size_t i = slot(kind);
-    v[i] += e.first;
-    v[i + 1] += e.second;
-  }
-  return v;
-}
-
-std::vector<double> llm_workload::sample_delta(const counter_snapshot& before, const std::vector<double>& v0,
-                                               const sc_core::sc_time& start) const {
-  std::vector<double> v = sample_vector(snapshot_counters());
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] -= i < v0.size() ? v0[i] : 0.0;
-  // Of each eDRAM's refresh in the sample, only what transient data (live during the sample
-  // only) cost is extrapolated: the data still live after it keeps being refreshed while the
-  // skipped time passes: its continuous refresh, the live set's rate over the sample's time, is
-  // exactly what it added to the continuous figure above.
-  const double dt = (sc_core::sc_time_stamp() - start).to_seconds();
-  for (std::size_t i = 0; i < m_edrams.size(); ++i)
-    v[before.stats.size() + firmware_figures + i] -= m_edrams[i]->refresh_rate_Bps() * dt;
-  return v;
-}
-
-layer_ops::traffic llm_workload::add_extrapolated(const std::vector<double>& amount) {
-  // Split the extrapolated amounts back into what they extrapolate.
-  const counter_snapshot layout = snapshot_counters();
-  const std::size_t nc = layout.stats.size();
-  add_to_counters(layout, std::vector<double>(amount.begin(), amount.begin() + std::min(nc, amount.size())));
-  const double* f = amount.data() + nc;
-  layer_ops::traffic t;
-  t.weights = f[0];
-  t.kv = f[1];
-  t.activations = f[2];
-  m_ops->add_extrapolated(t, f[3]);
-  m_extra_commands += f[4];
-  f += firmware_figures;
-  for (refresh_control* e : m_edrams) e->add_extrapolated_refresh(*f++);
-  if (lifetime_rule* t = m_refresh->transient()) {
-    t->add_extrapolated(f);
-    f += t->flat_size();
-  }
-  for (unsigned l = 0; l < m_model.layers; ++l) m_layer_s[l] += f[l];
-  const double* life = f + m_model.layers;
-  const std::size_t life_base = static_cast<std::size_t>(life - amount.data());
-  for (const auto& [kind, i] : m_life_kind)
-    if (life_base + 2 * i + 1 < amount.size()) {
-      m_extra_life[kind].first += life[2 * i];
-      m_extra_life[kind].second += life[2 * i + 1];
-    }
-  return t;
+std::array<double, traffic_classes> llm_workload::dram_by_class() const {
+  std::array<double, traffic_classes> b{};
+  for (std::size_t i = 0; i < traffic_classes && m_dram; ++i) b[i] = m_dram->bytes_of(class_at(i));
+  return b;
 }
 
 std::uint64_t llm_workload::layer_signature(const pass_info& p, unsigned l) const {
@@ -127,8 +53,8 @@ void llm_workload::skip_layer(const pass_info& p, unsigned l, const layer_sample
       mark_live(r, r.bytes);
     }
   sc_core::wait(sc_core::sc_time(s.dt - s.dt / 2, sc_core::SC_SEC));
-  add_extrapolated(s.v);
-  m_layer_s[l] += s.dt;
+  add_to_counters(s.d);
+  *m_layer_time[l] += s.dt;
   ++m_layers_extrapolated;
 }
 
@@ -153,7 +79,6 @@ unsigned llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
   const step_sample* q = m_samples.size() > 1 ? &m_samples.front() : nullptr;
   if (!a) throw std::logic_error("sampled decode: no detailed step to extrapolate from");
   const bool slope = q && a->x != q->x;
-  std::vector<double> amount(a->v.size(), 0.0);
   double weights = 0;  // sum over the skipped steps of (x_j - x_a) / (x_a - x_q)
   const double t_skip0 = sc_core::sc_time_stamp().to_seconds();
   for (unsigned s = first; s < end; ++s) {
@@ -178,18 +103,25 @@ unsigned llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
   }
   if (end == first) return end;
   const double n = end - first;
-  for (std::size_t i = 0; i < amount.size(); ++i) {
-    const double di = a->v[i], dq = q && i < q->v.size() ? q->v[i] : di;
-    amount[i] = std::max(0.0, n * di + (slope ? (di - dq) * weights : 0.0));
+  // Each counter: n times what the last sample added, plus its slope in the cost driver (none
+  // for a counter that did not exist at the sample before).
+  counter_snapshot amount = a->d;
+  const std::vector<double> dq = q ? align(q->d, a->d, std::nan("")) : a->d.values;
+  for (std::size_t i = 0; i < amount.values.size(); ++i) {
+    const double di = a->d.values[i], dqi = std::isnan(dq[i]) ? di : dq[i];
+    amount.values[i] = std::max(0.0, n * di + (slope ? (di - dqi) * weights : 0.0));
   }
-  const layer_ops::traffic t = add_extrapolated(amount);
+  const std::array<double, traffic_classes> before = dram_by_class();
+  add_to_counters(amount);
+  const std::array<double, traffic_classes> after = dram_by_class();
+  auto moved = [&](traffic_class c) { return after[index_of(c)] - before[index_of(c)]; };
   // The skipped steps' rows in steps.csv: their share of the extrapolated traffic by duration.
   const double span = sc_core::sc_time_stamp().to_seconds() - t_skip0;
   for (std::size_t i = m_steps.size() - (end - first); i < m_steps.size(); ++i) {
     const double share = span > 0 ? (m_steps[i].end_s - m_steps[i].start_s) / span : 1.0 / n;
-    m_steps[i].dram_weights = t.weights * share;
-    m_steps[i].dram_kv = t.kv * share;
-    m_steps[i].dram_act = t.activations * share;
+    m_steps[i].dram_weights = moved(traffic_class::weights) * share;
+    m_steps[i].dram_kv = moved(traffic_class::kv) * share;
+    m_steps[i].dram_act = moved(traffic_class::activations) * share;
   }
   return end;
 }

@@ -20,7 +20,7 @@
 
 namespace kelle {
 llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_args& a)
-    : workload(name), m_platform(a.platform), m_stats("stats") {
+    : workload(name), m_platform(a.platform), m_stats("stats"), m_layer_stats("layer_time", false) {
   const config_node& p = a.params;
   m_model = model_from_config(p);
   // A named task sets the defaults of the lengths, the batch and the policy's budget and window.
@@ -129,27 +129,20 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
     m_policy->groups_each_pass(groups);
   }
   check_sfu_rows(a, kv_tokens);
-  m_driver = std::make_unique<driver>("firmware", a.platform);
+  m_driver = std::make_unique<driver>("firmware", a.platform, m_stats);
+  m_dram = a.platform.memory(m_plan->dram());
   m_roof_prefill = std::make_unique<roofline>(a.platform, m_plan->dram());
   m_roof_decode = std::make_unique<roofline>(a.platform, m_plan->dram());
-  m_ops = std::make_unique<layer_ops>(*m_driver, *m_plan, m_model, a.platform);
+  m_ops = std::make_unique<layer_ops>(*m_driver, *m_plan, m_model, a.platform, m_stats);
   m_ops->set_transient_refresh(m_refresh->transient());  // the lifetime rule, if the policy has one
   if (m_policy && m_policy->recomputes())  // AERP: how much to recompute, from the hardware
     m_recompute = std::make_unique<recompute_plan>(*m_policy, m_model, m_batch, *m_plan, *m_ops, a.platform);
   if (m_fn) m_fn->connect(*m_driver, *m_plan, *m_ops, m_policy.get(), m_refresh.get());
-  m_layer_s.assign(m_model.layers, 0.0);
+  for (unsigned l = 0; l < m_model.layers; ++l)
+    m_layer_time.push_back(&m_layer_stats.counter("layer_" + std::to_string(l) + "_s", "s",
+                                                  "simulated time in layer " + std::to_string(l) + ", all passes"));
   pass_trace::attach(m_model.layers, m_skip_prefill ? 1 : 0, static_cast<unsigned>(m_decode));  // the timeline records only the passes in its range
 
-  m_stats.formula("commands", "count", "commands the firmware submitted",
-                  [this] { return static_cast<double>(m_driver->commands_submitted()) + m_extra_commands; });
-  for (memory_target* mem : a.platform.memory_targets())
-    if (refresh_control* e = mem->refresh()) m_edrams.push_back(e);
-  m_stats.formula("dram_weight_bytes", "B", "weight bytes the firmware fetched from DRAM",
-                  [this] { return m_ops->dram().weights; });
-  m_stats.formula("dram_kv_bytes", "B", "KV bytes read from or written to DRAM",
-                  [this] { return m_ops->dram().kv; });
-  m_stats.formula("dram_activation_bytes", "B", "activation bytes read from or written to DRAM",
-                  [this] { return m_ops->dram().activations; });
   SC_HAS_PROCESS(llm_workload);
   SC_THREAD(run);
 }
@@ -196,13 +189,14 @@ void llm_workload::progress(const char* phase, unsigned step, unsigned steps) {
 void llm_workload::pass(const pass_info& p) {
   const double t0 = sc_core::sc_time_stamp().to_seconds();
   pass_trace trace(p, *m_ops);
-  const auto before = m_ops->dram();
+  const std::array<double, traffic_classes> before = dram_by_class();
   const auto mark = m_plan->mark();
   const std::uint64_t rows = std::uint64_t(p.batch) * p.rows, C = m_model.hidden, ab = model_shape::act_bytes;
 
   // The new tokens' embeddings (one int8 row per token of the table in DRAM).
   tensor x = m_ops->produce("x", rows * C * ab);
-  m_ops->produced(x, m_driver->dma(m_plan->lm_head(), x.where.addr, rows * C));
+  m_ops->produced(x, m_driver->dma(m_plan->lm_head(), x.where.addr, rows * C, traffic_class::weights,
+                                    traffic_class::activations));
   if (m_fn) m_fn->begin_pass(p, x);  // functional: the tokens' embeddings land in x
   // Sampled layers: not in functional mode (every layer computes data) nor in a traced pass.
   const bool sample_layers = m_sample_layers && !m_fn && !trace.on();
@@ -221,9 +215,7 @@ void llm_workload::pass(const pass_info& p) {
       continue;
     }
     const counter_snapshot before = steady ? snapshot_counters() : counter_snapshot{};
-    const std::vector<double> v0 = steady ? sample_vector(before) : std::vector<double>{};
-    const sc_core::sc_time start = sc_core::sc_time_stamp();
-    const double l0 = start.to_seconds();
+    const double l0 = sc_core::sc_time_stamp().to_seconds();
     trace.layer_begin(l);
     {
       struct recording {  // the layer's arena events (sampled decode's regimes), however it ends
@@ -235,14 +227,15 @@ void llm_workload::pass(const pass_info& p) {
     }
     trace.layer_end(l);
     const double dt = sc_core::sc_time_stamp().to_seconds() - l0;
-    m_layer_s[l] += dt;
+    *m_layer_time[l] += dt;
     if (check) {
       m_layer_check.add(std::abs(dt - smp.dt) / std::max(dt, 1e-30));
     } else if (steady) {  // the second layer of a run: the sample the rest of the run takes
       smp.signature = sig;
       smp.dt = dt;
-      smp.v = sample_delta(before, v0, start);
-      smp.v[layer_time_index(before, l)] = 0;  // its time: skip_layer's own
+      smp.d = counter_delta(before, snapshot_counters());
+      for (std::size_t i = 0; i < smp.d.stats.size(); ++i)  // its time: skip_layer's own
+        if (smp.d.stats[i] == m_layer_time[l]) smp.d.values[i] = 0;
       have = true;
     }
   }
@@ -263,10 +256,12 @@ void llm_workload::pass(const pass_info& p) {
   trace.end();
   m_plan->release(mark);
 
-  const auto& after = m_ops->dram();
+  const std::array<double, traffic_classes> after = dram_by_class();
   m_steps.push_back(step_record{p.prefill ? "prefill" : "decode", p.step, t0, sc_core::sc_time_stamp().to_seconds(),
-                                after.weights - before.weights, after.kv - before.kv,
-                                after.activations - before.activations});
+                                after[index_of(traffic_class::weights)] - before[index_of(traffic_class::weights)],
+                                after[index_of(traffic_class::kv)] - before[index_of(traffic_class::kv)],
+                                after[index_of(traffic_class::activations)] -
+                                    before[index_of(traffic_class::activations)]});
 }
 
 void llm_workload::apply_policy(pass_info& p) {
@@ -368,7 +363,6 @@ void llm_workload::run() {
     }
     const bool sampling = m_sample_every > 1;
     const counter_snapshot before = sampling ? snapshot_counters() : counter_snapshot{};
-    const std::vector<double> v0 = sampling ? sample_vector(before) : std::vector<double>{};
     // What the extrapolation would have given this step (a check of sampled decode: results,
     // sampling), when the two samples it would use are of its regime and steps were skipped.
     double predicted = -1;
@@ -378,8 +372,7 @@ void llm_workload::run() {
       predicted = std::max(0.0, a.dt + (a.x != q.x ? (a.dt - q.dt) * w : 0.0));
     }
     m_skipped_since_sample = false;
-    const sc_core::sc_time start = sc_core::sc_time_stamp();
-    const double t0 = start.to_seconds();
+    const double t0 = sc_core::sc_time_stamp().to_seconds();
     pass(p);
     if (predicted >= 0) {
       const double dt = sc_core::sc_time_stamp().to_seconds() - t0;
@@ -407,7 +400,7 @@ void llm_workload::run() {
       step_sample smp;
       smp.x = cost_driver(p);
       smp.dt = sc_core::sc_time_stamp().to_seconds() - t0;
-      smp.v = sample_delta(before, v0, start);
+      smp.d = counter_delta(before, snapshot_counters());
       m_samples.push_back(std::move(smp));
       if (m_samples.size() > 2) m_samples.erase(m_samples.begin());
     }

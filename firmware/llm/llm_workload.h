@@ -10,13 +10,14 @@
 #include "firmware/policies/kv/kv_policy.h"
 #include "firmware/policies/refresh/refresh_policy.h"
 #include "firmware/workload/attention/attention_source.h"
-#include "firmware/schedulers/scheduler.h"
+#include "firmware/schedulers/layer_ops.h"
 #include "firmware/workload/memory_plan.h"
 #include "firmware/workload/model_zoo.h"
 #include "platform/stats/stats.h"
 #include "platform/system/workload.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -44,41 +45,27 @@ class llm_workload : public workload {
     double dram_weights, dram_kv, dram_act;
     bool detailed = true;  // false: extrapolated from detailed steps (sampled decode)
   };
-  // What a detailed decode step added to everything that sampled decode extrapolates: the step's
-  // simulated time, every statistics counter, the firmware's traffic by kind, the KV bytes
-  // written, each layer's time and the activation lifetimes by kind (count, total).
+  // What a detailed decode step added to every counter, which is everything sampled decode
+  // extrapolates: the memories' bytes by class and access counts, the blocks' work, the KV bytes
+  // written, the commands, the lifetimes by kind, each layer's time, transient refresh, the
+  // lifetime rule's figures (each kept by its owner); and the step's simulated time.
   struct step_sample {
     double x = 0;  // the step's cost driver (cost_driver())
     double dt = 0;
-    std::vector<double> v;
+    counter_snapshot d;
   };
-  // DRAM weight, KV and activation bytes, KV bytes written and commands: the firmware's figures
-  // in sample_vector(), after the statistics counters.
-  static constexpr std::size_t firmware_figures = 5;
-  // Where layer l's simulated time is in a sample vector (after the counters, the firmware's
-  // figures, each eDRAM's refresh and the lifetime rule's figures).
-  std::size_t layer_time_index(const counter_snapshot& c, unsigned l) const {
-    const lifetime_rule* t = m_refresh->transient();
-    return c.stats.size() + firmware_figures + m_edrams.size() + (t ? t->flat_size() : 0) + l;
-  }
-  std::vector<double> sample_vector(const counter_snapshot& counters) const;
-  // What a sample (a step or a layer) that began at `start` added: sample_vector() now minus v0
-  // (taken with `before`), less the refresh of data that stays live (it accrues by itself).
-  std::vector<double> sample_delta(const counter_snapshot& before, const std::vector<double>& v0,
-                                   const sc_core::sc_time& start) const;
-  // Adds extrapolated amounts (laid out as sample_vector()) to the counters and figures they
-  // come from; returns the DRAM traffic part.
-  layer_ops::traffic add_extrapolated(const std::vector<double>& amount);
   // Sampled layers (workload.sample_layers): within a pass, a run of layers that issue the same
   // commands (layer_signature()) is simulated in detail for its first two layers; the others
   // take the second one's time and activity (skip_layer). docs/firmware.md, "Sampled layers".
   struct layer_sample {
     std::uint64_t signature = 0;
     double dt = 0;
-    std::vector<double> v;
+    counter_snapshot d;
   };
   std::uint64_t layer_signature(const pass_info& p, unsigned layer) const;
   void skip_layer(const pass_info& p, unsigned layer, const layer_sample& s);
+  // The DRAM's bytes by traffic class so far.
+  std::array<double, traffic_classes> dram_by_class() const;
   void run();
   void pass(const pass_info& p);
   // Sampled decode: the steps after `last` up to (not including) the next detailed one are not
@@ -126,6 +113,7 @@ class llm_workload : public workload {
   std::unique_ptr<kv_policy> m_policy;
   std::unique_ptr<refresh_policy> m_refresh;
   void add_refresh_fields(nlohmann::json& refresh) const;
+  nlohmann::json energy_breakdown() const;
   double m_recompute_macs = 0;  // over the run, from the policy's reports
   std::unique_ptr<class recompute_plan> m_recompute;  // AERP: the recomputation budget
   std::unique_ptr<memory_plan> m_plan;
@@ -161,15 +149,13 @@ class llm_workload : public workload {
   unsigned m_regime_start = 0;                // the decode step its regime began at
   unsigned m_force_detailed = 0;              // steps to simulate in detail whatever k says
   bool m_step_ready = false;                  // the next step's policy step is already taken
-  mutable std::map<std::string, unsigned> m_life_kind;  // lifetime kind -> index in step_sample::v
-  std::map<std::string, std::pair<double, double>> m_extra_life;  // extrapolated (count, total)
-  double m_extra_commands = 0;                // extrapolated firmware commands
-  std::vector<refresh_control*> m_edrams;     // every memory that refreshes (transient refresh)
   double m_prefill_s = 0, m_decode_s = 0;
   std::vector<step_record> m_steps;
-  std::vector<double> m_layer_s;  // simulated time spent in each layer, all passes
   std::chrono::steady_clock::time_point m_wall0, m_phase_wall0;
   stat_group m_stats;
+  stat_group m_layer_stats;         // unreported: layers.csv has the layers' times
+  std::vector<stat*> m_layer_time;  // simulated time spent in each layer, all passes (counters)
+  memory_target* m_dram = nullptr;  // the DRAM (traffic_bytes: its bytes by class)
 };
 
 }  // namespace kelle

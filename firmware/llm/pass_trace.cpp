@@ -21,7 +21,7 @@ void pass_trace::attach(unsigned layers, unsigned first_pass, unsigned last_pass
   tl.claim_window();
 }
 
-pass_trace::pass_trace(const pass_info& p, const layer_ops& ops)
+pass_trace::pass_trace(const pass_info& p, layer_ops& ops)
     : m_ops(ops),
       m_on(timeline::get().wants_pass(p.prefill ? 0 : p.step)),
       m_step(p.prefill ? 0 : p.step),
@@ -33,13 +33,13 @@ pass_trace::pass_trace(const pass_info& p, const layer_ops& ops)
 void pass_trace::layer_begin(unsigned layer) {
   if (!m_on) return;
   m_layer_start = sc_core::sc_time_stamp();
-  if (layer == timeline::get().options().layer) m_first = m_ops.lifetimes().size();
+  if (layer == timeline::get().options().layer) m_ops.record_lifetimes(&m_life);
 }
 
 void pass_trace::layer_end(unsigned layer) {
   if (!m_on) return;
   timeline& tl = timeline::get();
-  if (layer == tl.options().layer) m_last = m_ops.lifetimes().size();
+  if (layer == tl.options().layer) m_ops.record_lifetimes(nullptr);
   tl.complete(tl.thread("firmware", "layers"), "layer " + std::to_string(layer), m_layer_start,
               sc_core::sc_time_stamp(), "\"layer\":" + std::to_string(layer) + ",\"step\":" + std::to_string(m_step));
 }
@@ -49,8 +49,8 @@ void pass_trace::end() {
   timeline& tl = timeline::get();
   const std::string process = "lifetimes (layer " + std::to_string(tl.options().layer) + ")";
   std::vector<const lifetime_record*> life;
-  for (std::size_t i = m_first; i < m_last; ++i)
-    if (!m_ops.lifetimes()[i].open) life.push_back(&m_ops.lifetimes()[i]);
+  for (const lifetime_record& l : m_life)
+    if (!l.open) life.push_back(&l);
   std::stable_sort(life.begin(), life.end(),
                    [](const lifetime_record* a, const lifetime_record* b) { return a->start < b->start; });
   for (const lifetime_record* l : life)

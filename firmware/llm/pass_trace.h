@@ -8,6 +8,7 @@
 #include <systemc>
 
 #include <cstddef>
+#include <vector>
 
 namespace kelle {
 
@@ -20,7 +21,7 @@ class pass_trace {
   static void attach(unsigned layers, unsigned first_pass, unsigned last_pass);
 
   // At a pass's start: opens the window if the pass is in range.
-  pass_trace(const pass_info& p, const layer_ops& ops);
+  pass_trace(const pass_info& p, layer_ops& ops);
   // Whether this pass is in the timeline's range (its layers are then all simulated in detail).
   bool on() const { return m_on; }
   void layer_begin(unsigned layer);
@@ -29,12 +30,12 @@ class pass_trace {
   void end();
 
  private:
-  const layer_ops& m_ops;
+  layer_ops& m_ops;
   bool m_on;
   unsigned m_step;
   bool m_prefill;
   sc_core::sc_time m_start, m_layer_start;
-  std::size_t m_first = 0, m_last = 0;  // lifetime records of the traced layer
+  std::vector<lifetime_record> m_life;  // the buffers the traced layer produced
 };
 
 }  // namespace kelle

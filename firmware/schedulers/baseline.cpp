@@ -10,44 +10,41 @@ namespace {
 
 class baseline : public scheduler {
  public:
-  void layer(layer_ops& ops, const pass_info& p, unsigned l, tensor& x) override {
+  void layer(scheduler_ops& ops, const pass_info& p, unsigned l, tensor& x) override {
     const model_shape& m = ops.model();
-    const auto& w = ops.plan().weights(l);
-    const auto [rows, C, Q, KV] = ops.layer_dims(p);
+    const layer_weights& w = ops.weights(l);
+    const auto [rows, C, Q, KV] = ops.dims(p);
     const std::uint64_t ab = model_shape::act_bytes;
-    driver& d = ops.drv();
-    const auto mark = ops.plan().mark();
+    layer_scope scope(ops, x);  // the layer's buffers: freed at its end, once x is written
 
     tensor xn = ops.produce("xn", rows * C * ab);
     ops.produced(xn, ops.sfu(ops.norm(), x, rows, C, xn.where));
     tensor q = ops.produce("q", rows * Q * ab);
     ops.produced(q, ops.project(xn, w.q, C, Q, q.where, rows));
-    d.wait(q.producer);
+    ops.wait(q.producer);
     const ticket tk = ops.append_kv(xn, l, false, p);
-    d.wait(tk);
+    ops.wait(tk);
     const ticket tv = ops.append_kv(xn, l, true, p);
     ops.last_use(xn, tv);
-    d.wait(tv);
-    d.wait(ops.rope_k(l, p, tk));
+    ops.wait(tv);
+    ops.wait(ops.rope_k(l, p, tk));
     q.producer = ops.sfu(opcode::rope, q, rows * m.heads, m.head_dim, q.where);
-    d.wait(q.producer);
+    ops.wait(q.producer);
 
     tensor attn = ops.produce("attn", rows * Q * ab);
     const ticket ta = ops.attention(q, p, l, attn.where);
     ops.last_use(q, ta);
     ops.produced(attn, ta);
-    d.wait(ta);
+    ops.wait(ta);
     tensor o = ops.produce("o", rows * C * ab);
     ops.produced(o, ops.project(attn, w.o, Q, C, o.where, rows));
     ops.last_use(attn, o.producer);
-    d.wait(o.producer);
+    ops.wait(o.producer);
     const ticket add1 = ops.sfu(opcode::add, x, rows, C, x.where, &o);
     ops.last_use(o, add1);
     x.producer = add1;
 
     ops.ffn(x, l, rows, /*overlap=*/false);
-    d.wait(x.producer);
-    ops.plan().release(mark);
   }
 };
 

@@ -11,12 +11,12 @@ namespace {
 
 class kelle_scheduler : public scheduler {
  public:
-  void layer(layer_ops& ops, const pass_info& p, unsigned l, tensor& x) override {
+  void layer(scheduler_ops& ops, const pass_info& p, unsigned l, tensor& x) override {
     const model_shape& m = ops.model();
-    const auto& w = ops.plan().weights(l);
-    const auto [rows, C, Q, KV] = ops.layer_dims(p);
+    const layer_weights& w = ops.weights(l);
+    const auto [rows, C, Q, KV] = ops.dims(p);
     const std::uint64_t ab = model_shape::act_bytes;
-    const auto mark = ops.plan().mark();
+    layer_scope scope(ops, x);  // the layer's buffers: freed at its end, once x is written
 
     // Weights of W_K start loading before the norm is even done.
     tile_load next = ops.prefetch(w.k, C, KV);
@@ -31,7 +31,7 @@ class kelle_scheduler : public scheduler {
     ops.produced(q, ops.project(xn, w.q, C, Q, q.where, rows, next));
     ops.last_use(xn, q.producer);
     q.producer = ops.sfu(opcode::rope, q, rows * m.heads, m.head_dim, q.where);
-    ops.drv().wait(rk);
+    ops.wait(rk);
 
     next = ops.prefetch(w.o, Q, C);  // W_O loads while the attention reads K and V
     tensor attn = ops.produce("attn", rows * Q * ab);
@@ -46,9 +46,6 @@ class kelle_scheduler : public scheduler {
     ops.last_use(o, add1);
     x.producer = add1;
     ops.ffn(x, l, rows, /*overlap=*/true, next);
-    // The arena is reused by the next layer: its buffers must be dead by then.
-    ops.drv().wait(x.producer);
-    ops.plan().release(mark);
   }
 };
 

@@ -10,7 +10,7 @@
 namespace kelle {
 
 command layer_ops::qk_command(std::uint64_t heads, std::uint64_t rows, std::uint64_t tokens, std::uint64_t q,
-                              std::uint64_t k, std::uint64_t scores) const {
+                              std::uint64_t k, std::uint64_t scores, traffic_class kv) const {
   command c;
   c.op = opcode::gemm_transposed;
   c.batch = static_cast<std::uint32_t>(heads);
@@ -20,11 +20,14 @@ command layer_ops::qk_command(std::uint64_t heads, std::uint64_t rows, std::uint
   c.addr_a = q;
   c.addr_b = k;
   c.addr_c = scores;
+  set_operand_class(c, operand_a, traffic_class::activations);
+  set_operand_class(c, operand_b, kv);
+  set_operand_class(c, operand_c, traffic_class::activations);
   return c;
 }
 
 command layer_ops::av_command(std::uint64_t heads, std::uint64_t rows, std::uint64_t tokens, std::uint64_t scores,
-                              std::uint64_t v, std::uint64_t out) const {
+                              std::uint64_t v, std::uint64_t out, traffic_class kv) const {
   command c;
   c.op = opcode::gemm;
   c.flags = flag_b_16bit;
@@ -35,6 +38,9 @@ command layer_ops::av_command(std::uint64_t heads, std::uint64_t rows, std::uint
   c.addr_a = scores;
   c.addr_b = v;
   c.addr_c = out;
+  set_operand_class(c, operand_a, traffic_class::activations);
+  set_operand_class(c, operand_b, kv);
+  set_operand_class(c, operand_c, traffic_class::activations);
   return c;
 }
 
@@ -67,15 +73,15 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
   const std::uint64_t n_stage = staged ? std::min(N, T + pass.attended_x(layer)) : 0, n_cache = N - n_stage;
   const std::uint64_t n_chip = chip_slots(layer) ? std::min(n_cache, kv.chip_tokens) : 0;
   std::vector<kv_part> parts;
-  if (n_chip) parts.push_back({kv.k_chip, kv.v_chip, 0, n_chip, 0, B * kv.chip_tokens * D * ab, &traffic::kv});
+  if (n_chip) parts.push_back({kv.k_chip, kv.v_chip, 0, n_chip, 0, B * kv.chip_tokens * D * ab, traffic_class::kv});
   if (n_cache > n_chip && (n_chip || staged))
     parts.push_back({kv.k, kv.v, n_chip, n_cache - n_chip, n_chip * D * ab, B * m_plan.kv_token_slots() * D * ab,
-                     &traffic::kv});
+                     traffic_class::kv});
   if (parts.empty() && streamed(kv.k))  // the whole layer in DRAM: streamed in one part
-    parts.push_back({kv.k, kv.v, 0, N, 0, B * m_plan.kv_token_slots() * D * ab, &traffic::kv});
+    parts.push_back({kv.k, kv.v, 0, N, 0, B * m_plan.kv_token_slots() * D * ab, traffic_class::kv});
   if (n_stage) {
     const std::uint64_t head = (m_stage.rows + m_stage.stacked) * D * ab;
-    parts.push_back({m_stage.buf[0].where, m_stage.buf[1].where, n_cache, n_stage, 0, head, &traffic::activations});
+    parts.push_back({m_stage.buf[0].where, m_stage.buf[1].where, n_cache, n_stage, 0, head, traffic_class::activations});
     depend(tensor{m_stage.buf[0].where, m_stage.ready[0], -1, "k"}, m_rsa->block);  // the keys' RoPE
   }
   for (std::uint64_t h0 = 0, j = 0; h0 < kvh; h0 += hg, ++j) {
@@ -90,25 +96,19 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
       continue;
     }
     command qk = qk_command(B * h, g * T, N, q.where.addr + B * h0 * g * T * D * ab, kv.k.addr + B * h0 * N * D * ab,
-                            s.where.addr);
-    if (select && m_evictor) qk.flags = flag_scores_to_evictor;
+                            s.where.addr, traffic_class::kv);
+    if (select && m_evictor) qk.flags |= flag_scores_to_evictor;
     if (m_fn) m_fn->scores(qk, layer, h0, q.where.addr, 0, N);
     const ticket t1 = m_drv.submit(*m_rsa, qk);
-    count(kv.k, B * h * N * D * ab, &traffic::kv);
-    count(q.where, B * h * g * T * D * ab, &traffic::activations);
-    count(s.where, score_bytes(pass, layer, h), &traffic::activations);
     produced(s, t1);
     const ticket t2 = sfu(opcode::softmax, s, B * h * g * T, N, s.where);
     s.producer = t2;
     if (select && !m_evictor) search_min(s, pass, h0, h, N);
     command av = av_command(B * h, g * T, N, s.where.addr, kv.v.addr + B * h0 * N * D * ab,
-                            out.addr + B * h0 * g * T * D * ab);
+                            out.addr + B * h0 * g * T * D * ab, traffic_class::kv);
     depend(s, m_rsa->block);
     if (m_fn) m_fn->context(av, layer, h0, out.addr, 0, N);
     last = m_drv.submit(*m_rsa, av);
-    count(kv.v, B * h * N * D * ab, &traffic::kv);
-    count(s.where, score_bytes(pass, layer, h), &traffic::activations);
-    count(out, B * h * g * T * D * ab, &traffic::activations);
     last_use(s, last);
     user[j % 2] = last;
     s = tensor{s.where, {}, -1, "scores"};
@@ -154,8 +154,8 @@ void layer_ops::select_victims(const pass_info& pass, std::uint64_t n) {
     c.n = static_cast<std::uint32_t>(pass.kv_offset);  // the arriving token's position
     c.k = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(n, pass.kv_offset)));
     c.addr_c = m_victims.where.addr + h * 4;
+    set_operand_class(c, operand_c, traffic_class::activations);
     m_drv.submit(*m_evictor, c);
-    count(m_victims.where, std::uint64_t(c.m) * 4, &traffic::activations);
   }
 }
 
@@ -187,8 +187,7 @@ layer_ops::stream_load layer_ops::load_chunk(const stream_job& job, const stream
   // The chunk's data in DRAM (timing addresses: which memory and banks, not a slot map).
   std::uint64_t src = job.src + (c.p0 * job.tokens + c.t0) * row;
   if (src + bytes > job.limit) src = job.limit - bytes;
-  m_dram_traffic.*job.kind += static_cast<double>(bytes);
-  return stream_load{m_drv.dma(src, m_plan.kv_stream_buffer(b).addr, bytes), b, job.src};
+  return stream_load{m_drv.dma(src, m_plan.kv_stream_buffer(b).addr, bytes, job.kind), b, job.src};
 }
 
 template <typename Issue>
@@ -233,7 +232,6 @@ void layer_ops::parts_attention(const tensor& q, const pass_info& pass, unsigned
     const std::uint64_t off = pt.offset + h0 * pt.head_bytes;
     return r.addr + std::min(off, r.bytes > bytes ? r.bytes - bytes : 0);
   };
-  const std::uint64_t scores = B * h * g * T * N * ab;
   auto job = [&](const region& r, const kv_part& pt) {
     return stream_job{at(r, pt, 0), r.addr + r.bytes, B * h, pt.n, pt.kind};
   };
@@ -250,22 +248,18 @@ void layer_ops::parts_attention(const tensor& q, const pass_info& pass, unsigned
       const stream_job next = first_v ? job(first_v->v, *first_v) : stream_job{};
       t1 = stream(job(pt.k, pt), [&](const stream_chunk& c) {
         command qk = qk_command(c.np, g * T, c.nt, q.where.addr + (B * h0 + c.p0) * g * T * D * ab, c.addr,
-                                s.where.addr + (c.p0 * g * T * N + pt.first + c.t0) * ab);
-        if (to_evictor) qk.flags = flag_scores_to_evictor;
-        count(q.where, c.np * g * T * D * ab, &traffic::activations);
+                                s.where.addr + (c.p0 * g * T * N + pt.first + c.t0) * ab, pt.kind);
+        if (to_evictor) qk.flags |= flag_scores_to_evictor;
         return m_drv.submit(*m_rsa, qk);
       }, &pt == last_k && first_v ? &next : nullptr);
       continue;
     }
     command qk = qk_command(B * h, g * T, pt.n, q.where.addr + B * h0 * g * T * D * ab, at(pt.k, pt, bytes),
-                            s.where.addr + pt.first * ab);
-    if (to_evictor) qk.flags = flag_scores_to_evictor;
+                            s.where.addr + pt.first * ab, pt.kind);
+    if (to_evictor) qk.flags |= flag_scores_to_evictor;
     if (m_fn) m_fn->scores(qk, layer, h0, q.where.addr, pt.first, N);
     t1 = m_drv.submit(*m_rsa, qk);
-    count(pt.k, bytes, pt.kind);
-    count(q.where, B * h * g * T * D * ab, &traffic::activations);
   }
-  count(s.where, scores, &traffic::activations);
   produced(s, t1);
   s.producer = sfu(opcode::softmax, s, B * h * g * T, N, s.where);
   if (select && !m_evictor) search_min(s, pass, h0, h, N);
@@ -276,20 +270,16 @@ void layer_ops::parts_attention(const tensor& q, const pass_info& pass, unsigned
     if (streamed(pt.v)) {
       last = stream(job(pt.v, pt), [&](const stream_chunk& c) {
         const command av = av_command(c.np, g * T, c.nt, s.where.addr + (c.p0 * g * T * N + pt.first + c.t0) * ab,
-                                      c.addr, out.addr + (B * h0 + c.p0) * g * T * D * ab);
-        count(s.where, c.np * g * T * c.nt * ab, &traffic::activations);
+                                      c.addr, out.addr + (B * h0 + c.p0) * g * T * D * ab, pt.kind);
         return m_drv.submit(*m_rsa, av);
       });
       continue;
     }
     command av = av_command(B * h, g * T, pt.n, s.where.addr + pt.first * ab, at(pt.v, pt, bytes),
-                            out.addr + B * h0 * g * T * D * ab);
+                            out.addr + B * h0 * g * T * D * ab, pt.kind);
     if (m_fn) m_fn->context(av, layer, h0, out.addr, pt.first, N);
     last = m_drv.submit(*m_rsa, av);
-    count(pt.v, bytes, pt.kind);
-    count(s.where, B * h * g * T * pt.n * ab, &traffic::activations);
   }
-  count(out, B * h * g * T * D * ab, &traffic::activations);
   last_use(s, last);
   s.producer = last;
 }

@@ -8,8 +8,15 @@
 
 namespace kelle {
 
-layer_ops::layer_ops(driver& drv, memory_plan& plan, const model_shape& m, platform_view& p)
-    : m_drv(drv), m_plan(plan), m_model(m), m_platform(p), m_arena_log(m.layers), m_arena_log_step(m.layers, 0) {
+layer_ops::layer_ops(driver& drv, memory_plan& plan, const model_shape& m, platform_view& p, stat_group& stats)
+    : m_drv(drv),
+      m_plan(plan),
+      m_model(m),
+      m_platform(p),
+      m_arena_log(m.layers),
+      m_arena_log_step(m.layers, 0),
+      m_stats(stats),
+      m_kv_written(stats.counter("kv_bytes_written", "B", "KV bytes the projections wrote into the cache")) {
   drv.block("dma");  // a clear error if one is missing
   m_rsa = &drv.target_of("rsa");
   m_sfu = &drv.target_of("sfu");
@@ -21,16 +28,11 @@ layer_ops::layer_ops(driver& drv, memory_plan& plan, const model_shape& m, platf
     for (unsigned i = 0; i < 2; ++i) m_stream_edram = refresh_of(plan.kv_stream_buffer(i), m_stream_local[i]);
 }
 
-void layer_ops::count(const region& r, std::uint64_t bytes, double traffic::*kind) {
-  if (!r.on_chip) m_dram_traffic.*kind += static_cast<double>(bytes);
-}
-
 tile_load layer_ops::load_tile(std::uint64_t src, std::uint64_t bytes) {
   const unsigned b = m_next_buffer;
   m_next_buffer ^= 1u;
   if (m_buffer_user[b].valid()) m_drv.wait(m_buffer_user[b]);  // the buffer's last reader
-  m_dram_traffic.weights += static_cast<double>(bytes);
-  return tile_load{m_drv.dma(src, m_plan.weight_buffer(b).addr, bytes), b};
+  return tile_load{m_drv.dma(src, m_plan.weight_buffer(b).addr, bytes, traffic_class::weights), b};
 }
 
 std::uint64_t layer_ops::tile_cols(std::uint64_t k, std::uint64_t n) const {
@@ -47,12 +49,12 @@ tile_load layer_ops::prefetch(std::uint64_t w, std::uint64_t k, std::uint64_t n)
 }
 
 ticket layer_ops::project(const tensor& x, std::uint64_t w, std::uint64_t k, std::uint64_t n, const region& y,
-                          std::uint64_t rows, tile_load first, double traffic::*y_kind) {
-  return project_rows(x, w, k, n, y, rows, first, y_kind, 0, region{});
+                          std::uint64_t rows, tile_load first) {
+  return project_rows(x, w, k, n, y, rows, first, traffic_class::activations, 0, region{});
 }
 
 ticket layer_ops::project_rows(const tensor& x, std::uint64_t w, std::uint64_t k, std::uint64_t n, const region& y,
-                               std::uint64_t rows, tile_load first, double traffic::*y_kind, std::uint64_t extra,
+                               std::uint64_t rows, tile_load first, traffic_class y_kind, std::uint64_t extra,
                                const region& stacked) {
   const std::uint64_t tn = tile_cols(k, n);
   const std::uint64_t tiles = (n + tn - 1) / tn;
@@ -72,23 +74,24 @@ ticket layer_ops::project_rows(const tensor& x, std::uint64_t w, std::uint64_t k
     g.addr_a = x.where.addr;
     g.addr_b = m_plan.weight_buffer(cur.buffer).addr;
     g.addr_c = y.addr + (rows + extra) * i * tn * model_shape::act_bytes;
+    set_operand_class(g, operand_a, traffic_class::activations);
+    set_operand_class(g, operand_b, traffic_class::weights);
+    set_operand_class(g, operand_c, y_kind);
     if (extra) {  // AERP: the stored x vectors stream through the array under the new rows
       g.extra = static_cast<std::uint32_t>(extra);
       g.addr_d = stacked.addr;
+      set_operand_class(g, operand_d, traffic_class::kv);  // AERP's x store (KV traffic)
     }
     if (m_fn) m_fn->gemm(g, w, i * tn);
     last = m_drv.submit(*m_rsa, g);
     m_buffer_user[cur.buffer] = last;
-    count(x.where, rows * k * model_shape::act_bytes, &traffic::activations);
-    count(stacked, extra * k * model_shape::act_bytes, &traffic::kv);
-    count(y, (rows + extra) * ni * model_shape::act_bytes, y_kind);
     cur = next;
   }
   return last;
 }
 
-ticket layer_ops::sfu(opcode op, const tensor& in, std::uint64_t rows, std::uint64_t len, const region& out,
-                      const tensor* second, double traffic::*kind) {
+ticket layer_ops::sfu_as(traffic_class kind, opcode op, const tensor& in, std::uint64_t rows, std::uint64_t len,
+                         const region& out, const tensor* second) {
   depend(in, m_sfu->block);
   if (second) depend(*second, m_sfu->block);
   command c;
@@ -98,13 +101,10 @@ ticket layer_ops::sfu(opcode op, const tensor& in, std::uint64_t rows, std::uint
   c.addr_a = in.where.addr;
   c.addr_b = second ? second->where.addr : in.where.addr;
   c.addr_c = out.addr;
-  const auto bytes = m_sfu->block->operand_bytes(c);
-  count(in.where, bytes[0], kind);
-  if (second)
-    count(second->where, bytes[1], &traffic::activations);
-  else
-    count(in.where, bytes[1], kind);  // c.addr_b: the table or norm weights, read where `in` is
-  count(out, bytes[2], kind);
+  set_operand_class(c, operand_a, kind);
+  // c.addr_b without `second`: the table or norm weights, read where `in` is, as `kind`.
+  set_operand_class(c, operand_b, second ? traffic_class::activations : kind);
+  set_operand_class(c, operand_c, kind);
   if (m_fn) m_fn->sfu(c, in.where);
   return m_drv.submit(*m_sfu, c);
 }
@@ -132,7 +132,8 @@ ticket layer_ops::append_kv(const tensor& xn, unsigned layer, bool v, const pass
   if (m_stage.layer != layer) copy_new_rows();  // a previous layer's, if its attention did not run
   if (S == 0) {
     absent(size_rule::staging);  // where a pass that recomputes would put its staging buffer
-    const ticket t = project(xn, v ? w.v : w.k, m_model.hidden, kv, slot, rows, first, &traffic::kv);
+    const ticket t = project_rows(xn, v ? w.v : w.k, m_model.hidden, kv, slot, rows, first, traffic_class::kv, 0,
+                                  region{});
     m_kv_written += static_cast<double>(slot.bytes);
     return t;
   }
@@ -145,7 +146,7 @@ ticket layer_ops::append_kv(const tensor& xn, unsigned layer, bool v, const pass
   m_stage.stacked = S;
   tensor& buf = m_stage.buf[v];
   buf = produce(v ? "v_recomputed" : "k_recomputed", staging_bytes(pass, layer), size_rule::staging);
-  const ticket t = project_rows(xn, v ? w.v : w.k, m_model.hidden, kv, buf.where, rows, first, &traffic::activations,
+  const ticket t = project_rows(xn, v ? w.v : w.k, m_model.hidden, kv, buf.where, rows, first, traffic_class::activations,
                                 S, x_store(layer, S));
   produced(buf, t);
   m_stage.slot[v] = slot;
@@ -162,8 +163,8 @@ ticket layer_ops::rope_k(unsigned layer, const pass_info& pass, const ticket& k)
   const std::uint64_t n = staged ? rows + m_stage.stacked : rows;
   if (staged) in.where.bytes = n * m_model.kv_heads * m_model.head_dim * model_shape::act_bytes;
   // Keys in the cache are KV traffic; the staging buffer is an activation buffer.
-  const ticket t = sfu(opcode::rope, in, n * m_model.kv_heads, m_model.head_dim, in.where, nullptr,
-                       staged ? &traffic::activations : &traffic::kv);
+  const ticket t = sfu_as(staged ? traffic_class::activations : traffic_class::kv, opcode::rope, in,
+                          n * m_model.kv_heads, m_model.head_dim, in.where);
   if (staged) m_stage.ready[0] = t;
   return t;
 }
@@ -206,9 +207,7 @@ void layer_ops::copy_new_rows() {
     const region& slot = m_stage.slot[v];
     m_drv.wait(m_stage.ready[v]);  // K roped, V projected
     if (m_fn) m_fn->copy_new_rows(m_stage.layer, v);
-    m_drv.dma(m_stage.buf[v].where.addr, slot.addr, slot.bytes);
-    count(m_stage.buf[v].where, slot.bytes, &traffic::activations);
-    count(slot, slot.bytes, &traffic::kv);
+    m_drv.dma(m_stage.buf[v].where.addr, slot.addr, slot.bytes, traffic_class::activations, traffic_class::kv);
     m_kv_written += static_cast<double>(slot.bytes);
   }
 }
@@ -278,25 +277,68 @@ tensor layer_ops::produce(const std::string& kind, std::uint64_t bytes, size_rul
   return t;
 }
 
+unsigned layer_ops::kind_index(const std::string& kind) {
+  for (unsigned i = 0; i < m_life_kinds.size(); ++i)
+    if (m_life_kinds[i].name == kind) return i;
+  m_life_kinds.push_back(lifetime_kind{
+      kind, &m_stats.counter("lifetime_" + kind + "_count", "count", "activation buffers of kind " + kind + " that died"),
+      &m_stats.counter("lifetime_" + kind + "_s", "s", "their lifetimes, summed (producer done to last consumer done)")});
+  return static_cast<unsigned>(m_life_kinds.size() - 1);
+}
+
 void layer_ops::produced(tensor& t, const ticket& producer) {
   t.producer = producer;
-  t.lifetime = static_cast<int>(m_lifetimes.size());
-  m_lifetimes.push_back(lifetime_record{t.kind, sc_core::SC_ZERO_TIME, sc_core::SC_ZERO_TIME, true});
-  const int i = t.lifetime;
-  m_drv.after(producer, [this, i] { m_lifetimes[i].start = sc_core::sc_time_stamp(); });
+  int i;
+  if (m_free_open.empty()) {
+    i = static_cast<int>(m_open.size());
+    m_open.emplace_back();
+  } else {
+    i = m_free_open.back();
+    m_free_open.pop_back();
+  }
+  t.lifetime = i;
+  open_life& o = m_open[static_cast<std::size_t>(i)];
+  o.kind = kind_index(t.kind);
+  o.start = sc_core::SC_ZERO_TIME;
+  o.record = -1;
+  const std::uint32_t gen = ++o.gen;
+  if (m_records) {
+    o.record = static_cast<int>(m_records->size());
+    m_records->push_back(lifetime_record{t.kind, sc_core::SC_ZERO_TIME, sc_core::SC_ZERO_TIME, true});
+  }
+  m_drv.after(producer, [this, i, gen] {
+    open_life& s = m_open[static_cast<std::size_t>(i)];
+    if (s.gen == gen) s.start = sc_core::sc_time_stamp();
+  });
 }
 
 void layer_ops::last_use(tensor& t, const ticket& consumer) {
   const int i = t.lifetime;
+  const std::uint32_t gen = i >= 0 ? m_open[static_cast<std::size_t>(i)].gen : 0;
   std::uint64_t local = 0;
   refresh_control* e = refresh_of(t.where, local);
   const std::uint64_t bytes = t.where.bytes;
-  m_drv.after(consumer, [this, i, e, local, bytes] {
-    if (i >= 0) {
-      m_lifetimes[i].end = sc_core::sc_time_stamp();
-      m_lifetimes[i].open = false;
+  std::vector<lifetime_record>* records = m_records;
+  m_drv.after(consumer, [this, i, gen, e, local, bytes, records] {
+    const sc_core::sc_time now = sc_core::sc_time_stamp();
+    if (i >= 0 && m_open[static_cast<std::size_t>(i)].gen == gen) {
+      open_life& slot = m_open[static_cast<std::size_t>(i)];
+      const open_life o = slot;
+      ++slot.gen;  // closed: a second last_use of a copy of the tensor is ignored
+      m_free_open.push_back(i);
+      const double life = (now - o.start).to_seconds();
+      lifetime_kind& k = m_life_kinds[o.kind];
+      *k.count += 1;
+      *k.total_s += life;
+      k.max_s = std::max(k.max_s, life);
+      if (records && o.record >= 0) {
+        lifetime_record& r = (*records)[static_cast<std::size_t>(o.record)];
+        r.start = o.start;
+        r.end = now;
+        r.open = false;
+      }
       if (m_transient && e)  // the lifetime rule: its unrefreshed fields' refresh or failures
-        m_transient->released(*e, bytes, (m_lifetimes[i].end - m_lifetimes[i].start).to_seconds());
+        m_transient->released(*e, bytes, life);
     }
     if (e) e->release(local, bytes);  // dead data is no longer refreshed
   });

@@ -1,15 +1,15 @@
-// The building blocks schedulers compose: a decoder layer's operations as commands to the
-// accelerator's blocks through the driver, with the weight streaming, the operand placement,
-// the data dependencies between blocks, the DRAM traffic by kind and the activation lifetimes
-// taken care of. A scheduler decides only the order and the overlap (docs/firmware.md).
+// The building blocks schedulers compose (scheduler_ops, firmware/schedulers/scheduler.h): a
+// decoder layer's operations as commands to the accelerator's blocks through the driver, with the
+// weight streaming, the operand placement and traffic classes, the data dependencies between
+// blocks and the activation lifetimes taken care of. A scheduler decides only the order and the
+// overlap (docs/firmware.md); the workload, sampled decode and functional mode use the rest.
 // layer_ops.cpp holds the weights, the SFU, the KV slots and AERP's staging, the FFN and the
 // buffers' lifetimes; layer_attention.cpp the attention and victim selection.
 #pragma once
 
-#include "firmware/driver/driver.h"
 #include "firmware/functional/hooks.h"
-#include "firmware/workload/memory_plan.h"
-#include "firmware/workload/model_zoo.h"
+#include "firmware/schedulers/scheduler.h"
+#include "platform/stats/stats.h"
 
 #include <array>
 #include <map>
@@ -21,168 +21,93 @@ namespace kelle {
 class refresh_control;
 class lifetime_rule;
 
-// One pass over the model: the prefill of the context or one decode step, for every sequence.
-struct pass_info {
-  bool prefill = false;
-  unsigned batch = 1;
-  std::uint64_t rows = 1;       // new tokens per sequence in this pass (context length or 1)
-  std::uint64_t kv_tokens = 1;  // tokens each new token attends to (past and new)
-  std::uint64_t kv_offset = 0;  // where the new tokens' K and V go in the cache (token index)
-  unsigned step = 0;            // decode step (0 for the prefill)
-  // With a KV policy: per layer, the tokens a head attends to (its kept set, per sequence).
-  // Empty: every token.
-  std::vector<std::uint64_t> kept_tokens;
-  // AERP, per layer (empty: none): the batch's tokens stored as x, whose K and V MM_k and MM_v
-  // recompute as rows stacked with the new tokens' (x_rows), and how many of the tokens a head
-  // attends to (per sequence) are such tokens (x_attended, at most attended()).
-  std::vector<std::uint64_t> x_rows, x_attended;
-  // Per layer (empty: none): (token, KV head) pairs the pass evicts in the batch. A layer that
-  // evicts chooses its victims in the attention: on the systolic evictor (score rows streamed to
-  // it, then evict_select) when the system has one, else by an SFU min_search over the scores.
-  std::vector<std::uint64_t> victims;
-  bool evicts(unsigned layer) const { return !victims.empty() && victims[layer] > 0; }
-  std::uint64_t attended(unsigned layer) const {
-    return kept_tokens.empty() ? kv_tokens : kept_tokens[layer];
-  }
-  std::uint64_t recompute_rows(unsigned layer) const { return x_rows.empty() ? 0 : x_rows[layer]; }
-  std::uint64_t attended_x(unsigned layer) const { return x_attended.empty() ? 0 : x_attended[layer]; }
-};
-
-// An activation buffer: where it is, and the command that produced it.
-struct tensor {
-  region where;
-  ticket producer;
-  int lifetime = -1;  // index into the lifetime records
-  std::string kind;
-};
-
-// A weight tile being loaded into one of the two tile buffers.
-struct tile_load {
-  ticket dma;
-  unsigned buffer = 0;
-  bool valid() const { return dma.valid(); }
-};
-
+// One activation buffer's life (the timeline draws those of one layer: record_lifetimes()).
 struct lifetime_record {
   std::string kind;
   sc_core::sc_time start, end;
   bool open = true;
 };
 
-class layer_ops {
+// The activation buffers' lifetimes by kind, counted as each buffer closes: its count and total
+// time as counters of the workload's statistics (`lifetime_<kind>_count`, `lifetime_<kind>_s`,
+// which sampled decode extrapolates), the longest as a figure of the simulated buffers.
+struct lifetime_kind {
+  std::string name;
+  stat* count;
+  stat* total_s;
+  double max_s = 0;
+};
+
+class layer_ops final : public scheduler_ops {
  public:
-  layer_ops(driver& drv, memory_plan& plan, const model_shape& m, platform_view& p);
+  // Counters go into `stats` (the workload's statistics).
+  layer_ops(driver& drv, memory_plan& plan, const model_shape& m, platform_view& p, stat_group& stats);
 
-  // DRAM bytes moved, by kind.
-  struct traffic {
-    double weights = 0, kv = 0, activations = 0;
-  };
-
-  // --- weights ---------------------------------------------------------------------------
-  // Columns per weight tile of a k x n projection (weights stored tile-major in DRAM).
-  std::uint64_t tile_cols(std::uint64_t k, std::uint64_t n) const;
-  // Requests the DMA of a projection's first weight tile now (a scheduler that prefetches).
-  tile_load prefetch(std::uint64_t w, std::uint64_t k, std::uint64_t n);
-  // y = x . W, W (k x n, int8) in DRAM at `w`, streamed through the tile buffers: the next tile
-  // loads while the RSA works on the current one. Returns the last GEMM's ticket.
+  // --- what a scheduler calls (scheduler_ops) --------------------------------------------------
+  const model_shape& model() const override { return m_model; }
+  const layer_weights& weights(unsigned layer) const override { return m_plan.weights(layer); }
+  layer_dims dims(const pass_info& p) const override {
+    return {std::uint64_t(p.batch) * p.rows, m_model.hidden, std::uint64_t(m_model.heads) * m_model.head_dim,
+            std::uint64_t(m_model.kv_heads) * m_model.head_dim};
+  }
+  opcode norm() const override { return m_model.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm; }
+  tensor produce(const std::string& kind, std::uint64_t bytes) override;
+  void produced(tensor& t, const ticket& producer) override;
+  void last_use(tensor& t, const ticket& consumer) override;
+  void wait(const ticket& t) override { m_drv.wait(t); }
+  tile_load prefetch(std::uint64_t w, std::uint64_t k, std::uint64_t n) override;
   ticket project(const tensor& x, std::uint64_t w, std::uint64_t k, std::uint64_t n, const region& y,
-                 std::uint64_t rows, tile_load first = {}, double traffic::*y_kind = &traffic::activations);
-
-  // --- element-wise and normalisation on the SFU -------------------------------------------
-  // `in` and `out` count as `kind` of DRAM traffic (RoPE of the keys in the cache: kv), `second`
-  // as activations. Without `second` the SFU reads its b operand (RoPE's sin/cos table, the
-  // norm's weights) from where `in` is: counted there, as `kind`.
+                 std::uint64_t rows, tile_load first = {}) override;
   ticket sfu(opcode op, const tensor& in, std::uint64_t rows, std::uint64_t len, const region& out,
-             const tensor* second = nullptr, double traffic::*kind = &traffic::activations);
-
-  // --- attention ---------------------------------------------------------------------------
-  // Scores, softmax and A . V for every sequence and head, in groups of KV heads whose scores
-  // fit the activation arena. `q` is (batch x rows) x (heads x head_dim); the result goes to `out`.
-  ticket attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out);
-  // KV heads per group of the attention: the group's two score buffers (ping-pong) must fit the
-  // arena's `arena_free` bytes, down to one head (a buffer that does not fit is in DRAM).
-  std::uint64_t score_heads(const pass_info& pass, unsigned layer, std::uint64_t arena_free) const;
-  // Bytes of one score buffer of a group of `heads` KV heads (every sequence, query row and key).
-  std::uint64_t score_bytes(const pass_info& pass, unsigned layer, std::uint64_t heads) const {
-    return std::uint64_t(pass.batch) * heads * (m_model.heads / m_model.kv_heads) * pass.rows * pass.attended(layer) *
-           model_shape::act_bytes;
+             const tensor* second = nullptr) override {
+    return sfu_as(traffic_class::activations, op, in, rows, len, out, second);
   }
-  // Bytes of the victims' slot indices of an evicting layer: one 32-bit index per KV head.
-  std::uint64_t victims_bytes(const pass_info& pass) const { return std::uint64_t(pass.batch) * m_model.kv_heads * 4; }
-  // Bytes of one of AERP's staging buffers (K or V of the new rows, then the recomputed ones).
-  std::uint64_t staging_bytes(const pass_info& pass, unsigned layer) const {
-    return (std::uint64_t(pass.batch) * pass.rows + (pass.prefill ? 0 : pass.recompute_rows(layer))) *
-           m_model.kv_heads * m_model.head_dim * model_shape::act_bytes;
-  }
-  // Where the new tokens' K or V go in the cache.
-  region kv_slot(unsigned layer, bool v, const pass_info& pass) const;
   // MM_k or MM_v: projects xn with W_K or W_V straight into the cache slots of the new tokens.
   // With AERP (pass.recompute_rows(layer) > 0, a decode step) the x vectors of the layer's x tokens
   // are stacked under xn (command.extra rows, read from where x is stored), the results go to a
   // staging buffer (new rows, then recomputed rows) that the attention reads, and the new rows
   // are copied into the cache slots once the attention has been issued.
-  ticket append_kv(const tensor& xn, unsigned layer, bool v, const pass_info& pass, tile_load first = {});
+  ticket append_kv(const tensor& xn, unsigned layer, bool v, const pass_info& pass, tile_load first = {}) override;
+  // RoPE of the new tokens' K where MM_k put it, and of the recomputed keys at their positions.
+  ticket rope_k(unsigned layer, const pass_info& pass, const ticket& k) override;
+  // Scores, softmax and A . V for every sequence and head, in groups of KV heads whose scores
+  // fit the activation arena. `q` is (batch x rows) x (heads x head_dim); the result goes to `out`.
+  ticket attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out) override;
+  tile_load prefetch_ffn(unsigned layer) override;
+  void ffn(tensor& x, unsigned layer, std::uint64_t rows, bool overlap, tile_load first = {}) override;
+
+  // --- what the workload and its parts use ------------------------------------------------------
+  // An SFU operation whose `in` and `out` are traffic of class `kind` (RoPE of the keys in the
+  // cache: kv) and `second` activations. Without `second` the SFU reads its b operand (RoPE's
+  // sin/cos table, the norm's weights) from where `in` is: traffic of class `kind` there.
+  ticket sfu_as(traffic_class kind, opcode op, const tensor& in, std::uint64_t rows, std::uint64_t len,
+                const region& out, const tensor* second = nullptr);
+  // Columns per weight tile of a k x n projection (weights stored tile-major in DRAM).
+  std::uint64_t tile_cols(std::uint64_t k, std::uint64_t n) const;
+  // Where the new tokens' K or V go in the cache.
+  region kv_slot(unsigned layer, bool v, const pass_info& pass) const;
   // Issues what the pass's layers left pending (AERP: the copies of the new rows into the cache).
   // The workload calls it once the pass's last layer has been issued.
   void finish_pass();
-  // RoPE of the new tokens' K where MM_k put it (`k` is append_kv's ticket for K), and of the
-  // recomputed keys at their positions. Returns the SFU command's ticket.
-  ticket rope_k(unsigned layer, const pass_info& pass, const ticket& k);
   // AERP: where the layer's x vectors are stored (`rows` of them, hidden x 2 B each): in the slots
   // of the layer's cache (its DRAM part for a partly placed layer).
   region x_store(unsigned layer, std::uint64_t rows) const;
   // Whether `rows` x vectors fit the layer's K and V allocation (else x_store is in DRAM).
   bool x_store_in_slots(unsigned layer, std::uint64_t rows) const;
-
-  // --- the second half of a layer ---------------------------------------------------------
-  // x += FFN(norm(x)). With `overlap` the next projection's first weight tile is requested
-  // while the current one computes and nothing waits but data dependencies; without it every
-  // operation waits for the previous one and fetches its weights on demand. `first` is an
-  // already requested first tile of the first FFN projection (or none).
-  void ffn(tensor& x, unsigned layer, std::uint64_t rows, bool overlap, tile_load first = {});
-  // The first FFN projection's weights (what a scheduler prefetches before calling ffn()).
-  tile_load prefetch_ffn(unsigned layer);
-
-  // --- activations and lifetimes -------------------------------------------------------------
-  tensor produce(const std::string& kind, std::uint64_t bytes);  // allocate; call produced() after
-  void produced(tensor& t, const ticket& producer);               // opens the lifetime
-  void last_use(tensor& t, const ticket& consumer);               // closes it at completion
+  // Whether `layer` keeps some token slots on chip (placement `fill`).
+  bool chip_slots(unsigned layer) const;
   // The refresh policy's lifetime rule for the activation buffers (null: the array's own interval).
   void set_transient_refresh(lifetime_rule* r) { m_transient = r; }
-  // Waits for `t`'s producer unless it runs on `block` (blocks keep their commands in order).
-  void depend(const tensor& t, const compute_block* block);
-
-  // The sizes a layer's operations use: rows (batch x new tokens), hidden, query width
-  // (heads x head_dim) and KV width (kv_heads x head_dim).
-  struct dims {
-    std::uint64_t rows, hidden, q, kv;
-  };
-  dims layer_dims(const pass_info& p) const {
-    return {std::uint64_t(p.batch) * p.rows, m_model.hidden, std::uint64_t(m_model.heads) * m_model.head_dim,
-            std::uint64_t(m_model.kv_heads) * m_model.head_dim};
-  }
-  // The model's normalisation as an SFU opcode.
-  opcode norm() const { return m_model.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm; }
-
-  driver& drv() { return m_drv; }
   // Functional mode: told about every command before it is submitted (nullptr: timing only).
   void set_functional(functional_hooks* f) { m_fn = f; }
   memory_plan& plan() { return m_plan; }
-  const model_shape& model() const { return m_model; }
-
-  // Whether `layer` keeps some token slots on chip (placement `fill`).
-  bool chip_slots(unsigned layer) const;
   // KV bytes the projections wrote into the cache (wherever it lives).
-  double kv_bytes_written() const { return m_kv_written; }
-  const traffic& dram() const { return m_dram_traffic; }
-  // Traffic and KV writes of passes that were not simulated (sampled decode extrapolates them).
-  void add_extrapolated(const traffic& t, double kv_written) {
-    m_dram_traffic.weights += t.weights;
-    m_dram_traffic.kv += t.kv;
-    m_dram_traffic.activations += t.activations;
-    m_kv_written += kv_written;
-  }
-  const std::vector<lifetime_record>& lifetimes() const { return m_lifetimes; }
+  double kv_bytes_written() const { return m_kv_written.value(); }
+  // The lifetimes by kind, in order of first appearance.
+  const std::vector<lifetime_kind>& lifetimes() const { return m_life_kinds; }
+  // While `to` is set, each buffer produced is also recorded there (its record closed when the
+  // buffer dies): the timeline's lifetimes of one layer. nullptr: none recorded.
+  void record_lifetimes(std::vector<lifetime_record>* to) { m_records = to; }
 
   // --- where a decode pass's buffers land (sampled decode's regimes) --------------------------
   // The workload brackets each layer of a pass when it samples decode: a decode layer's arena
@@ -203,9 +128,32 @@ class layer_ops {
   bool replays_as_run(const pass_info& pass, unsigned layer) const;
 
  private:
+  void open_layer_buffers() override { m_scope_marks.push_back(m_plan.mark()); }
+  void close_layer_buffers() override {
+    m_plan.release(m_scope_marks.back());
+    m_scope_marks.pop_back();
+  }
+  std::vector<memory_plan::arena_mark> m_scope_marks;  // the open layer scopes' arena marks
+  // Waits for `t`'s producer unless it runs on `block` (blocks keep their commands in order).
+  void depend(const tensor& t, const compute_block* block);
+  // KV heads per group of the attention: the group's two score buffers (ping-pong) must fit the
+  // arena's `arena_free` bytes, down to one head (a buffer that does not fit is in DRAM).
+  std::uint64_t score_heads(const pass_info& pass, unsigned layer, std::uint64_t arena_free) const;
+  // Bytes of one score buffer of a group of `heads` KV heads (every sequence, query row and key).
+  std::uint64_t score_bytes(const pass_info& pass, unsigned layer, std::uint64_t heads) const {
+    return std::uint64_t(pass.batch) * heads * (m_model.heads / m_model.kv_heads) * pass.rows * pass.attended(layer) *
+           model_shape::act_bytes;
+  }
+  // Bytes of the victims' slot indices of an evicting layer: one 32-bit index per KV head.
+  std::uint64_t victims_bytes(const pass_info& pass) const { return std::uint64_t(pass.batch) * m_model.kv_heads * 4; }
+  // Bytes of one of AERP's staging buffers (K or V of the new rows, then the recomputed ones).
+  std::uint64_t staging_bytes(const pass_info& pass, unsigned layer) const {
+    return (std::uint64_t(pass.batch) * pass.rows + (pass.prefill ? 0 : pass.recompute_rows(layer))) *
+           m_model.kv_heads * m_model.head_dim * model_shape::act_bytes;
+  }
   tile_load load_tile(std::uint64_t src, std::uint64_t bytes);
   ticket project_rows(const tensor& x, std::uint64_t w, std::uint64_t k, std::uint64_t n, const region& y,
-                      std::uint64_t rows, tile_load first, double traffic::*y_kind, std::uint64_t extra,
+                      std::uint64_t rows, tile_load first, traffic_class y_kind, std::uint64_t extra,
                       const region& stacked);
   // A part of the tokens a head attends to, read by its own q . K^T and A . V commands.
   struct kv_part {
@@ -213,7 +161,7 @@ class layer_ops {
     std::uint64_t first, n;    // its first token (column of the score rows) and token count
     std::uint64_t offset;      // bytes before the part's first token in the region
     std::uint64_t head_bytes;  // bytes of K (or V) between consecutive KV heads' data
-    double traffic::*kind;     // what its DRAM traffic is counted as
+    traffic_class kind;        // its traffic class
   };
   void parts_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out, tensor& s,
                        std::uint64_t h0, std::uint64_t h, const std::vector<kv_part>& parts, bool select);
@@ -224,7 +172,7 @@ class layer_ops {
     std::uint64_t src;              // the part's data of the group's first pair (DRAM address)
     std::uint64_t limit;            // end of the region (chunks are clamped into it)
     std::uint64_t pairs, tokens;    // (sequence, KV head) pairs, tokens per pair
-    double traffic::*kind;
+    traffic_class kind;
   };
   struct stream_chunk {
     std::uint64_t p0, np, t0, nt;  // pairs [p0, p0 + np), tokens [t0, t0 + nt) of the part
@@ -244,10 +192,11 @@ class layer_ops {
   // The attention's two products (layer_attention.cpp): q . K^T of `heads` (sequence, KV head)
   // pairs, `rows` query rows each against `tokens` keys, into score rows; A . V of those scores
   // with `tokens` values. Addresses are the operands' (a, b, c).
+  // K and V are of traffic class `kv` (the cache's, or activations for AERP's staging).
   command qk_command(std::uint64_t heads, std::uint64_t rows, std::uint64_t tokens, std::uint64_t q, std::uint64_t k,
-                     std::uint64_t scores) const;
+                     std::uint64_t scores, traffic_class kv) const;
   command av_command(std::uint64_t heads, std::uint64_t rows, std::uint64_t tokens, std::uint64_t scores,
-                     std::uint64_t v, std::uint64_t out) const;
+                     std::uint64_t v, std::uint64_t out, traffic_class kv) const;
   stream_load load_chunk(const stream_job& job, const stream_chunk& c);
   stream_chunk chunk_at(const stream_job& job, std::uint64_t i) const;
   std::uint64_t chunk_count(const stream_job& job) const;
@@ -258,7 +207,6 @@ class layer_ops {
   std::uint64_t m_stream_local[2] = {0, 0};  // their addresses local to it
   // Issues the AERP staging's pending copies of the new rows into the cache (after the attention).
   void copy_new_rows();
-  void count(const region& r, std::uint64_t bytes, double traffic::*kind);
 
   driver& m_drv;
   memory_plan& m_plan;
@@ -266,8 +214,6 @@ class layer_ops {
   platform_view& m_platform;
   unsigned m_next_buffer = 0;
   std::array<ticket, 2> m_buffer_user;  // the last GEMM that read each tile buffer
-  traffic m_dram_traffic;
-  double m_kv_written = 0;
   // How an activation buffer's size depends on the pass (placement() recomputes it).
   enum class size_rule : std::uint8_t { fixed, scores_first, scores_second, staging, victims };
   tensor produce(const std::string& kind, std::uint64_t bytes, size_rule rule);
@@ -283,7 +229,20 @@ class layer_ops {
   std::vector<std::vector<memory_plan::arena_event>> m_arena_log;
   std::vector<unsigned> m_arena_log_step;
   mutable std::vector<std::uint64_t> m_replay_use;  // placement()'s scratch: the use at each mark
-  std::vector<lifetime_record> m_lifetimes;
+  // Lifetimes: counters by kind, and the buffers whose lifetime is open (slots reused).
+  stat_group& m_stats;
+  stat& m_kv_written;
+  std::vector<lifetime_kind> m_life_kinds;
+  struct open_life {
+    unsigned kind = 0;
+    sc_core::sc_time start;
+    int record = -1;        // index in *m_records, or -1
+    std::uint32_t gen = 0;  // bumped each time the slot is taken: a stale close is ignored
+  };
+  std::vector<open_life> m_open;
+  std::vector<int> m_free_open;
+  std::vector<lifetime_record>* m_records = nullptr;
+  unsigned kind_index(const std::string& kind);
   lifetime_rule* m_transient = nullptr;
   functional_hooks* m_fn = nullptr;
   driver::target* m_rsa = nullptr;      // the blocks, resolved once

@@ -10,12 +10,12 @@ namespace {
 
 class prefetch_scheduler : public scheduler {
  public:
-  void layer(layer_ops& ops, const pass_info& p, unsigned l, tensor& x) override {
+  void layer(scheduler_ops& ops, const pass_info& p, unsigned l, tensor& x) override {
     const model_shape& m = ops.model();
-    const auto& w = ops.plan().weights(l);
-    const auto [rows, C, Q, KV] = ops.layer_dims(p);
+    const layer_weights& w = ops.weights(l);
+    const auto [rows, C, Q, KV] = ops.dims(p);
     const std::uint64_t ab = model_shape::act_bytes;
-    const auto mark = ops.plan().mark();  // activation buffers of this layer are freed at its end
+    layer_scope scope(ops, x);  // the layer's buffers: freed at its end, once x is written
 
     // Attention half: norm, q, k, v, RoPE, attention, output projection, residual.
     tile_load next = ops.prefetch(w.q, C, Q);  // W_Q loads while the norm runs
@@ -28,7 +28,7 @@ class prefetch_scheduler : public scheduler {
     next = ops.prefetch(w.v, C, KV);
     const ticket tv = ops.append_kv(xn, l, true, p, next);
     ops.last_use(xn, tv);
-    ops.drv().wait(ops.rope_k(l, p, tk));
+    ops.wait(ops.rope_k(l, p, tk));
     q.producer = ops.sfu(opcode::rope, q, rows * m.heads, m.head_dim, q.where);
 
     next = ops.prefetch(w.o, Q, C);
@@ -46,8 +46,6 @@ class prefetch_scheduler : public scheduler {
 
     // FFN half, overlapped the same way.
     ops.ffn(x, l, rows, /*overlap=*/true, next);
-    ops.drv().wait(x.producer);
-    ops.plan().release(mark);
   }
 };
 

@@ -8,6 +8,8 @@
 // and a log line, never a crash. Register map: docs/models/compute-commands.md.
 #pragma once
 
+#include "platform/tlm/traffic_class.h"
+
 #include <systemc>
 
 #include <cstdint>
@@ -44,6 +46,10 @@ std::string to_string(opcode op);
 constexpr std::uint32_t flag_scores_to_evictor = 1u << 0;
 // gemm: the stationary operand B is 16-bit (activations such as V in A . V), not int8 weights.
 constexpr std::uint32_t flag_b_16bit = 1u << 1;
+// Bits 16 to 31: the traffic class of each operand (a, b, c, d: 4 bits each, from bit 16), which
+// the block's operand engine attaches to the operand's transactions (platform/tlm/traffic_class.h).
+// 0 (unclassified) unless the firmware says.
+constexpr unsigned operand_class_shift = 16;
 
 // The descriptor. Fields a command does not use must be 0.
 struct command {
@@ -61,6 +67,19 @@ struct command {
   std::uint64_t addr_d = 0;  // per opcode: stacked rows' inputs (gemm), scores (evictor)
 };
 static_assert(sizeof(command) == 64, "the descriptor is 64 bytes");
+
+// Operands, by their index in command::flags' class bits and in operand_bytes().
+enum operand : unsigned { operand_a = 0, operand_b = 1, operand_c = 2, operand_d = 3 };
+
+// The traffic class of operand `o` of `c`.
+inline traffic_class operand_class(const command& c, operand o) {
+  return static_cast<traffic_class>((c.flags >> (operand_class_shift + 4 * o)) & 0xfu);
+}
+// Sets the traffic class of operand `o` of `c`.
+inline void set_operand_class(command& c, operand o, traffic_class cls) {
+  const unsigned shift = operand_class_shift + 4 * o;
+  c.flags = (c.flags & ~(0xfu << shift)) | (static_cast<std::uint32_t>(cls) << shift);
+}
 
 enum class cmd_status : std::uint32_t {
   ok = 0,

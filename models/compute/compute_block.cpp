@@ -238,7 +238,7 @@ void compute_block::worker(unsigned index) {
   }
 }
 
-cmd_status compute_block::transfer(tlm::tlm_command dir, std::uint64_t addr, std::uint64_t len,
+cmd_status compute_block::transfer(traffic_class cls, tlm::tlm_command dir, std::uint64_t addr, std::uint64_t len,
                                    const std::function<void(std::size_t, const sc_core::sc_time&)>& on_chunk,
                                    const std::function<sc_core::sc_time(std::size_t)>& gate) {
   if (len == 0) return cmd_status::ok;
@@ -263,7 +263,7 @@ cmd_status compute_block::transfer(tlm::tlm_command dir, std::uint64_t addr, std
         }
       }
       const std::uint64_t off = static_cast<std::uint64_t>(issued) * cb;
-      issue(x, dir, addr + off, std::min(cb, len - off), issued);
+      issue(x, cls, dir, addr + off, std::min(cb, len - off), issued);
       ++issued;
     } else {
       sc_core::wait(m_chunk_event);
@@ -278,14 +278,17 @@ cmd_status compute_block::transfer(tlm::tlm_command dir, std::uint64_t addr, std
   return x.error == tlm::TLM_ADDRESS_ERROR_RESPONSE ? cmd_status::bad_address : cmd_status::memory_error;
 }
 
-void compute_block::issue(xfer& x, tlm::tlm_command dir, std::uint64_t addr, std::uint64_t len,
-                          std::size_t index) {
+void compute_block::issue(xfer& x, traffic_class cls, tlm::tlm_command dir, std::uint64_t addr,
+                          std::uint64_t len, std::size_t index) {
   tlm::tlm_generic_payload* t = m_pool.acquire(0);
   t->set_command(dir);
   t->set_address(addr);
   t->set_data_length(static_cast<unsigned>(len));
   t->set_streaming_width(static_cast<unsigned>(len));
   if (!t->get_extension<timing_only>()) t->set_extension(new timing_only);
+  traffic_tag* cl = t->get_extension<traffic_tag>();
+  if (!cl) t->set_extension(cl = new traffic_tag);
+  cl->cls = cls;
   chunk_tag* tag = t->get_extension<chunk_tag>();
   if (!tag) t->set_extension(tag = new chunk_tag);
   tag->index = index;
@@ -294,7 +297,8 @@ void compute_block::issue(xfer& x, tlm::tlm_command dir, std::uint64_t addr, std
   m_mem.send(*t);
 }
 
-cmd_status compute_block::copy(std::uint64_t src, std::uint64_t dst, std::uint64_t len) {
+cmd_status compute_block::copy(traffic_class src_cls, std::uint64_t src, traffic_class dst_cls, std::uint64_t dst,
+                               std::uint64_t len) {
   if (len == 0) return cmd_status::ok;
   const std::uint64_t cb = chunk_bytes(len);
   const std::size_t chunks = static_cast<std::size_t>((len + cb - 1) / cb);
@@ -323,10 +327,10 @@ cmd_status compute_block::copy(std::uint64_t src, std::uint64_t dst, std::uint64
         const std::size_t i = readable.front();
         readable.pop_front();
         const std::uint64_t off = static_cast<std::uint64_t>(i) * cb;
-        issue(x, tlm::TLM_WRITE_COMMAND, dst + off, std::min(cb, len - off), chunks + i);
+        issue(x, dst_cls, tlm::TLM_WRITE_COMMAND, dst + off, std::min(cb, len - off), chunks + i);
       } else {
         const std::uint64_t off = static_cast<std::uint64_t>(reads) * cb;
-        issue(x, tlm::TLM_READ_COMMAND, src + off, std::min(cb, len - off), reads);
+        issue(x, src_cls, tlm::TLM_READ_COMMAND, src + off, std::min(cb, len - off), reads);
         ++reads;
       }
     } else {

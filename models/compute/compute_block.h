@@ -113,17 +113,20 @@ class compute_block : public sc_core::sc_module {
   void operands_fetched();
   bool overlap_commands() const { return m_overlap; }
 
-  // Moves [addr, addr + len) over the interconnect in chunks of `chunk_bytes`, with up to
+  // Moves [addr, addr + len) (bytes of traffic class `cls`: the operand's, operand_class()) over
+  // the interconnect in chunks of `chunk_bytes`, with up to
   // `outstanding` requests in flight. `on_chunk(i, t)` is called when chunk i completes at t (in
   // any order); `gate(i)`, if given, returns the earliest time chunk i may be requested (an
   // operand buffer that fills up), or sc_max_time() while that depends on chunks still in
   // flight. Returns when every chunk has completed.
-  cmd_status transfer(tlm::tlm_command dir, std::uint64_t addr, std::uint64_t len,
+  cmd_status transfer(traffic_class cls, tlm::tlm_command dir, std::uint64_t addr, std::uint64_t len,
                       const std::function<void(std::size_t, const sc_core::sc_time&)>& on_chunk = {},
                       const std::function<sc_core::sc_time(std::size_t)>& gate = {});
   // Copies [src, src + len) to [dst, dst + len) chunk by chunk: each chunk is written as soon as
-  // its read has completed, reads and writes sharing the `outstanding` requests in flight.
-  cmd_status copy(std::uint64_t src, std::uint64_t dst, std::uint64_t len);
+  // its read has completed, reads and writes sharing the `outstanding` requests in flight. The
+  // reads are of traffic class `src_cls`, the writes of `dst_cls`.
+  cmd_status copy(traffic_class src_cls, std::uint64_t src, traffic_class dst_cls, std::uint64_t dst,
+                  std::uint64_t len);
   // Bytes per transaction for an operand of `len` bytes: chunk_bytes, or larger when the
   // operand would otherwise take more than max_transactions_per_operand transactions (so the
   // cost of moving an operand in simulation is bounded, whatever its size).
@@ -169,7 +172,8 @@ class compute_block : public sc_core::sc_module {
   slot& current();
   void chunk_done(tlm::tlm_generic_payload& t, const sc_core::sc_time& at);
   // Sends one chunk request (BEGIN_REQ, waiting for END_REQ as the protocol requires).
-  void issue(xfer& x, tlm::tlm_command dir, std::uint64_t addr, std::uint64_t len, std::size_t index);
+  void issue(xfer& x, traffic_class cls, tlm::tlm_command dir, std::uint64_t addr, std::uint64_t len,
+             std::size_t index);
 
   double m_clock_Hz;
   std::size_t m_queue_depth;

@@ -54,10 +54,10 @@ banked_array::banked_array(const sc_core::sc_module_name& name, const memory_arg
   m_stats.formula("access_energy_per_byte", "pJ",
                   "technology figure scaled to this capacity (capacity exponent)",
                   [this] { return m_energy_J_per_B * 1e12; });
-  m_stats.energy("access", "bytes accessed x access energy per byte", [this] {
+  m_stats.energy(energy_kind::access, "access", "bytes accessed x access energy per byte", [this] {
     return (m_bytes_read.value() + m_bytes_written.value()) * m_energy_J_per_B;
   });
-  m_stats.energy("leakage", "leakage power x simulated time",
+  m_stats.energy(energy_kind::leakage, "leakage", "leakage power x simulated time",
                  [this] { return m_leakage_W * now_s(); });
 }
 

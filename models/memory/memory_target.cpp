@@ -45,12 +45,33 @@ memory_target::memory_target(const sc_core::sc_module_name& name, const memory_a
                                      "requests whose END_REQ was withheld (queue full)")) {
   socket.register_nb_transport_fw(this, &memory_target::nb_transport_fw);
   socket.register_transport_dbg(this, &memory_target::transport_dbg);
+  for (std::size_t i = 0; i < traffic_classes; ++i) {
+    const traffic_class c = class_at(i);
+    m_class_bytes[i] = &m_stats.counter(std::string("bytes_") + name_of(c), "B",
+                                        std::string("bytes read and written of traffic class ") + name_of(c),
+                                        stat_tag::of_class(c));
+  }
+  for (std::size_t i = 0; i < traffic_classes; ++i) {
+    const traffic_class c = class_at(i);
+    m_stats.formula(std::string("access_energy_") + name_of(c), "J",
+                    std::string("access and activation energy shared out by the bytes of class ") + name_of(c),
+                    [this, c] { return access_energy_of(c); }, stat_tag::of_class(c));
+  }
   m_stats.formula("capacity", "B", "capacity of the array",
                   [this] { return static_cast<double>(m_capacity); });
   m_stats.formula("bandwidth_achieved", "GB/s", "bytes moved / simulated time", [this] {
     const double t = now_s();
     return t > 0 ? (m_bytes_read.value() + m_bytes_written.value()) / t / 1e9 : 0.0;
   });
+}
+
+double memory_target::access_energy_of(traffic_class c) const {
+  const double bytes = bytes_moved();
+  if (bytes <= 0) return 0.0;
+  double j = 0;
+  for (const stat& s : m_stats.all())
+    if (s.tag().energy == energy_kind::access || s.tag().energy == energy_kind::activate) j += s.value();
+  return j * bytes_of(c) / bytes;
 }
 
 tlm::tlm_response_status memory_target::check(const tlm::tlm_generic_payload& t) const {
@@ -121,6 +142,7 @@ void memory_target::begin_service(tlm::tlm_generic_payload& t) {
       ++m_writes;
       m_bytes_written += static_cast<double>(len);
     }
+    *m_class_bytes[index_of(class_of(t))] += static_cast<double>(len);
     if (m_store_data && t.get_extension<timing_only>() == nullptr) {
       if (is_read)
         m_store.read(addr, t.get_data_ptr(), len);

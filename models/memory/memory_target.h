@@ -10,12 +10,14 @@
 #include "platform/config/config.h"
 #include "platform/registry/registry.h"
 #include "platform/stats/stats.h"
+#include "platform/tlm/traffic_class.h"
 
 #include <systemc>
 #include <tlm>
 #include <tlm_utils/peq_with_cb_and_phase.h>
 #include <tlm_utils/simple_target_socket.h>
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -54,6 +56,14 @@ class memory_target : public sc_core::sc_module {
   virtual double sustainable_bandwidth_Bps() const { return peak_bandwidth_Bps(); }
   // Bytes read and written so far (the requests served).
   double bytes_moved() const { return m_bytes_read.value() + m_bytes_written.value(); }
+  // Of those, the bytes of one traffic class (the class the initiator tagged the transaction
+  // with, platform/tlm/traffic_class.h); the classes add up to bytes_moved().
+  double bytes_of(traffic_class c) const { return m_class_bytes[index_of(c)]->value(); }
+  // The memory's access energy (its `access` and `activate` energy parts) shared out by the bytes
+  // of each class: the energy the class's transactions cost.
+  double access_energy_of(traffic_class c) const;
+  // The memory's statistics (its energy parts, its figures by traffic class).
+  const stat_group& stats() const { return m_stats; }
   // Silicon area of the array in mm2 (0 for off-chip memories).
   virtual double area_mm2() const { return 0.0; }
   // Dynamic energy of reading one byte, J (0 when the model does not say): what the firmware's
@@ -88,6 +98,7 @@ class memory_target : public sc_core::sc_module {
   stat& m_bytes_written;
 
  private:
+  std::array<stat*, traffic_classes> m_class_bytes{};  // bytes_<class>: read and written
   tlm::tlm_sync_enum nb_transport_fw(tlm::tlm_generic_payload& t, tlm::tlm_phase& ph,
                                      sc_core::sc_time& delay);
   unsigned int transport_dbg(tlm::tlm_generic_payload& t);

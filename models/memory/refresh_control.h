@@ -1,7 +1,9 @@
 // What a memory whose cells need refresh offers the firmware (refresh policies, activation
 // lifetimes, functional faults): the refresh interval of an address range (or none, for
-// transient data), releasing dead data, and the accounting sampled decode extrapolates. The eDRAM implements it; a plugin memory may
-// too (memory_target::refresh() returns it). Addresses are local to the memory.
+// transient data) and releasing dead data. The eDRAM implements it; a plugin memory may too
+// (memory_target::refresh() returns it). Addresses are local to the memory. What the refresh
+// costs is the memory's own statistics (counters that sampled simulation extrapolates with the
+// rest).
 #pragma once
 
 #include "models/memory/edram/retention.h"
@@ -22,7 +24,8 @@ class refresh_control {
   virtual void set_unrefreshed(std::uint64_t addr, std::uint64_t len) = 0;
   // Bytes refreshed outside the intervals (the lifetime rule's refreshes of a stalled buffer).
   virtual void add_refresh(double bytes) = 0;
-  // Data in [addr, addr+len) is dead: it is no longer refreshed.
+  // Data in [addr, addr+len) is dead: it is no longer refreshed. (The memory accounts what such
+  // transient data cost in refresh over its life.)
   virtual void release(std::uint64_t addr, std::uint64_t len) = 0;
   // Data in [addr, addr+len) is stored from now on, as after a write (data placed without
   // simulated writes).
@@ -32,15 +35,6 @@ class refresh_control {
   virtual const sc_core::sc_time& default_refresh_interval() const = 0;
   // Bytes refreshed so far (accounting brought up to now).
   virtual double refreshed_bytes() = 0;
-  // Bytes per second the current live set costs in refresh.
-  virtual double refresh_rate_Bps() const = 0;
-  // The refresh so far as if it were continuous: each interval's live byte-seconds over the
-  // interval (accounting brought up to now), plus add_refresh()'s bytes. The expectation of refreshed_bytes() over the refresh
-  // ticks' phase, without the tick lottery of data that lives a fraction of an interval: what
-  // sampled simulation extrapolates transient refresh from.
-  virtual double fluid_refresh_bytes() = 0;
-  // Refresh of data that was live during passes that were not simulated (sampled decode).
-  virtual void add_extrapolated_refresh(double bytes) = 0;
 };
 
 }  // namespace kelle

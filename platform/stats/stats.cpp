@@ -1,5 +1,7 @@
 #include "platform/stats/stats.h"
 
+#include <stdexcept>
+
 namespace kelle {
 namespace {
 
@@ -27,8 +29,30 @@ counter_snapshot snapshot_counters() {
   return s;
 }
 
-void add_to_counters(const counter_snapshot& layout, const std::vector<double>& amounts) {
-  for (std::size_t i = 0; i < layout.stats.size() && i < amounts.size(); ++i) *layout.stats[i] += amounts[i];
+double counter_snapshot::of(const stat* s) const {
+  for (std::size_t i = 0; i < stats.size(); ++i)
+    if (stats[i] == s) return values[i];
+  return 0.0;
+}
+
+std::vector<double> align(const counter_snapshot& d, const counter_snapshot& layout, double missing) {
+  std::vector<double> v(layout.stats.size(), missing);
+  std::size_t j = 0;
+  for (std::size_t i = 0; i < layout.stats.size() && j < d.stats.size(); ++i)
+    if (layout.stats[i] == d.stats[j]) v[i] = d.values[j++];
+  if (j != d.stats.size()) throw std::logic_error("align: counters out of order (a counter was removed?)");
+  return v;
+}
+
+counter_snapshot counter_delta(const counter_snapshot& before, const counter_snapshot& after) {
+  counter_snapshot d{after.stats, after.values};
+  const std::vector<double> b = align(before, after);
+  for (std::size_t i = 0; i < d.values.size(); ++i) d.values[i] -= b[i];
+  return d;
+}
+
+void add_to_counters(const counter_snapshot& amounts) {
+  for (std::size_t i = 0; i < amounts.stats.size(); ++i) *amounts.stats[i] += amounts.values[i];
 }
 
 }  // namespace kelle

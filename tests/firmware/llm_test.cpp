@@ -39,7 +39,8 @@ TEST_CASE("llm: every model fetches its whole weights from DRAM once per decode 
     const auto r = llm({"workload.model=" + name, "workload.skip_prefill=true", "workload.context_len=8",
                         "workload.decode_len=1", "workload.batch=2"});
     REQUIRE(r.contains("llm"));
-    CHECK(r["traffic_bytes"]["dram_weights"].get<double>() == double(m->weight_bytes_per_pass()));
+    // Every projection's and the LM head's weights, and the embedding rows of the new tokens.
+    CHECK(r["traffic_bytes"]["dram_weights"].get<double>() == double(m->weight_bytes_per_pass() + 2 * m->hidden));
     // K and V of the new token of each sequence, every layer.
     CHECK(r["llm"]["kv_bytes_written"].get<double>() == double(2 * m->layers * m->kv_bytes_per_token_layer()));
     // The DRAM model saw at least the weight bytes (plus KV and activations).
@@ -54,7 +55,9 @@ TEST_CASE("llm: prefill and decode write the KV of every token the policy stores
   // full cache: batch x (context + decode) tokens x layers x kv_heads x head_dim x 2 (K, V) x 2 B
   CHECK(r["llm"]["kv_bytes_written"].get<double>() ==
         double(2ull * (16 + 3) * m->layers * m->kv_heads * m->head_dim * 2 * 2));
-  CHECK(r["traffic_bytes"]["dram_weights"].get<double>() == double(4 * m->weight_bytes_per_pass()));
+  // Four passes' weights, and the embedding rows of the 2 x (16 + 3) tokens.
+  CHECK(r["traffic_bytes"]["dram_weights"].get<double>() ==
+        double(4 * m->weight_bytes_per_pass() + 2 * (16 + 3) * m->hidden));
   CHECK(r["latency_s"]["prefill"].get<double>() > 0);
   CHECK(r["latency_s"]["decode_per_step"].get<double>() ==
         Approx(r["latency_s"]["decode"].get<double>() / 3));
@@ -420,4 +423,65 @@ TEST_CASE("llm: the roofline bounds each phase from the modelled hardware's own 
   CHECK(d["bottleneck"] == "dram");
   // A decode pass reads every weight once: the DRAM's bytes are at least the weights of 3 passes.
   CHECK(d["resources"]["dram"]["bytes"].get<double>() >= 3 * r["llm"]["weight_bytes_per_pass"].get<double>());
+}
+
+namespace {
+
+// Runs a scenario file (with overrides) in a child process; returns results.json.
+nlohmann::json scenario(const std::string& file, std::vector<std::string> overrides) {
+  const std::string out = test::in_child_process([&] {
+    overrides.push_back("workload.progress=false");
+    auto cfg = config::load(scenarios_dir() + "/" + file, overrides);
+    platform p(cfg);
+    p.run();
+    return p.results().dump();
+  });
+  if (out.rfind("error: ", 0) == 0) throw std::runtime_error(out);
+  return nlohmann::json::parse(out);
+}
+
+// Every memory's bytes by traffic class add up to its total, the firmware's transactions are all
+// classified, and traffic_bytes are the DRAM's own counts.
+void check_classes(const nlohmann::json& r) {
+  unsigned memories = 0;
+  for (const auto& m : r["address_map"]) {
+    const auto& s = r["stats"][m["name"].get<std::string>()];
+    INFO(m["name"]);
+    const double total = s["bytes_read"]["value"].get<double>() + s["bytes_written"]["value"].get<double>();
+    double by_class = 0;
+    for (const char* c : {"weights", "kv", "activations", "unclassified"})
+      by_class += s[std::string("bytes_") + c]["value"].get<double>();
+    CHECK(by_class == total);
+    CHECK(s["bytes_unclassified"]["value"].get<double>() == 0);
+    if (m["name"] == "dram") {
+      CHECK(r["traffic_bytes"]["dram_total"].get<double>() == total);
+      CHECK(r["traffic_bytes"]["dram_weights"].get<double>() == s["bytes_weights"]["value"].get<double>());
+      CHECK(r["traffic_bytes"]["dram_kv"].get<double>() == s["bytes_kv"]["value"].get<double>());
+      CHECK(r["traffic_bytes"]["dram_activations"].get<double>() == s["bytes_activations"]["value"].get<double>());
+      // The DRAM's access and activation energy, shared out by class, is all of it.
+      const auto& e = r["energy_J"]["by_component"];
+      const auto& b = r["energy_breakdown_J"];
+      CHECK(b["dram_weights"].get<double>() + b["dram_kv"].get<double>() + b["dram_activations"].get<double>() ==
+            Approx(e["dram.access"].get<double>() + e["dram.activate"].get<double>()).epsilon(1e-12));
+    }
+    ++memories;
+  }
+  CHECK(memories == 4);
+}
+
+}  // namespace
+
+TEST_CASE("traffic classes: each memory of the default scenario counts its bytes by class, adding up to its total",
+          "[llm][traffic]") {
+  check_classes(scenario("default.yaml", {}));
+}
+
+TEST_CASE("traffic classes: a Kelle+eDRAM point of the main study, sampled decode, bytes by class add up",
+          "[llm][traffic]") {
+  // main_quick's Kelle+eDRAM point, shorter: AERP evicts and 2DRP refreshes; decode sampled, so the
+  // classes' counters are extrapolated with the totals.
+  check_classes(scenario("studies/llm.yaml", {"system=kelle_edram", "workload.task=none", "workload.model=llama3.2-3b",
+                                              "workload.batch=16", "workload.context_len=64", "workload.decode_len=48",
+                                              "workload.sample_every=16", "policy.kv_budget=32",
+                                              "policy.recent_window=16"}));
 }

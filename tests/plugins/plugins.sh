@@ -19,6 +19,24 @@ if [ "$mode" = install ]; then
   exit 0
 fi
 
+if [ "$mode" = doc ]; then
+  # A scheduler written from docs/write-a-scheduler.md alone: the page's marked code block as a
+  # plugin's only source, built against the installed package like the examples, then run.
+  doc=$3; build=$4; prefix=$5
+  rm -rf "$build"; mkdir -p "$build/src"
+  sed -n '/<!-- doc-scheduler: begin -->/,/<!-- doc-scheduler: end -->/p' "$doc" | sed '1,2d;$d' | sed '$d' \
+    >"$build/src/doc_prefetch.cpp"
+  grep -q 'KELLE_REGISTER(schedulers(), "doc_prefetch"' "$build/src/doc_prefetch.cpp"
+  cat >"$build/src/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.25)
+project(kelle_doc_prefetch LANGUAGES CXX)
+find_package(KelleVP 0.1 REQUIRED)
+kellevp_add_plugin(kelle_doc_prefetch doc_prefetch.cpp)
+CM
+  set -- example "$cmake" "$build/src" "$build/out" "$prefix"
+  mode=example
+fi
+
 src=$3; build=$4; prefix=$5
 name=$(basename "$src")
 vp="$prefix/bin/kelle-vp"
@@ -66,7 +84,17 @@ case "$name" in
     check "$build/random/results.json" \
       'stat("hbm", "row_hit_rate") < 0.1' \
       'stat("hbm", "row_misses") + stat("hbm", "row_conflicts") > 0.9 * 1048576 / 64' \
-      'r["energy_J"]["by_component"]["hbm.activate"] > 0' ;;
+      'r["energy_J"]["by_component"]["hbm.activate"] > 0'
+    # In an LLM run as the DRAM: the transactions' traffic classes, counted by the plugin memory.
+    run "$build/llm" "$src/hbm2_llm.yaml"
+    check "$build/llm/results.json" \
+      'stat("hbm", "bytes_weights") >= 6e9' \
+      'stat("hbm", "bytes_kv") > 0 and stat("hbm", "bytes_activations") >= 0' \
+      'stat("hbm", "bytes_unclassified") == 0' \
+      'sum(stat("hbm", "bytes_" + c) for c in ("weights", "kv", "activations", "unclassified")) == stat("hbm", "bytes_read") + stat("hbm", "bytes_written")' \
+      'r["traffic_bytes"]["dram_weights"] == stat("hbm", "bytes_weights")' \
+      'r["traffic_bytes"]["dram_total"] == stat("hbm", "bytes_read") + stat("hbm", "bytes_written")' \
+      'abs(r["energy_breakdown_J"]["dram_weights"] + r["energy_breakdown_J"]["dram_kv"] + r["energy_breakdown_J"]["dram_activations"] - r["energy_J"]["by_component"]["hbm.access"] - r["energy_J"]["by_component"]["hbm.activate"]) < 1e-9 * r["energy_J"]["by_component"]["hbm.access"]' ;;
   lookahead_scheduler)
     run "$build/out" "$src/lookahead.yaml" -p workload.context_len=16 -p workload.decode_len=2
     check "$build/out/results.json" \
@@ -84,5 +112,13 @@ case "$name" in
       'r["config"]["policy"]["kv"] == "random"' \
       'stat("kv_random", "evictions") == 8 * 32 * 32' \
       '0 < stat("kv_random", "evicted_high_score_share") < 1' ;;
+  src)  # the scheduler of docs/write-a-scheduler.md: the built-in prefetch's figures, as a plugin
+    run "$build/doc" "$prefix/share/kelle-vp/scenarios/default.yaml" -p scheduler=doc_prefetch -p workload.context_len=16 -p workload.decode_len=2
+    "$vp" run "$prefix/share/kelle-vp/scenarios/default.yaml" -q -o "$build/builtin" --force -p scheduler=prefetch -p workload.context_len=16 \
+      -p workload.decode_len=2
+    check "$build/doc/results.json" \
+      '[p["name"] for p in r["plugins"]] == ["doc_prefetch"]' \
+      'r["latency_s"] == json.load(open(os.path.dirname(sys.argv[1]) + "/../builtin/results.json"))["latency_s"]' \
+      'r["activation_lifetimes"] == json.load(open(os.path.dirname(sys.argv[1]) + "/../builtin/results.json"))["activation_lifetimes"]' ;;
   *) echo "unknown example $name"; exit 1 ;;
 esac

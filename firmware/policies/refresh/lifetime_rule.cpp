@@ -7,11 +7,31 @@
 namespace kelle {
 
 lifetime_rule::lifetime_rule(field_map fields, std::vector<field_rule> rules, stall_action stall)
-    : m_fields(std::move(fields)), m_rules(std::move(rules)), m_stall(stall) {
-  const std::size_t n = m_fields.size();
-  m_fig.bits.assign(n, 0.0);
-  m_fig.expected_failed_bits.assign(n, 0.0);
-  m_fig.refreshed_bytes.assign(n, 0.0);
+    : m_fields(std::move(fields)),
+      m_rules(std::move(rules)),
+      m_stall(stall),
+      m_stats("lifetime_rule"),
+      m_buffers(m_stats.counter("buffers", "count", "activation buffers with a lifetime-aware field")),
+      m_within_budget(m_stats.counter("within_budget", "count", "of which: consumed within the retention budget")),
+      m_outlived(m_stats.counter("outlived", "count", "of which: outlived it (a stall)")) {
+  for (const auto& f : m_fields.fields())
+    m_field.push_back(
+        {&m_stats.counter(f.name + "_stored_bits", "bits", "bits of field " + f.name + " placed (each buffer once)"),
+         &m_stats.counter(f.name + "_expected_failed_bits", "bits", "expected failed bits of field " + f.name),
+         &m_stats.counter(f.name + "_refreshed_bytes", "B", "the stalls' refreshes of field " + f.name)});
+}
+
+lifetime_rule::figures lifetime_rule::totals() const {
+  figures r;
+  for (const field_counters& f : m_field) {
+    r.bits.push_back(f.bits->value());
+    r.expected_failed_bits.push_back(f.expected_failed_bits->value());
+    r.refreshed_bytes.push_back(f.refreshed_bytes->value());
+  }
+  r.buffers = m_buffers.value();
+  r.within_budget = m_within_budget.value();
+  r.outlived = m_outlived.value();
+  return r;
 }
 
 void lifetime_rule::placed(refresh_control& e, std::uint64_t addr, std::uint64_t bytes) {
@@ -33,44 +53,27 @@ void lifetime_rule::released(refresh_control& e, std::uint64_t bytes, double lif
   bool aware = false, outlived = false;
   for (std::size_t f = 0; f < m_fields.size(); ++f) {
     const double n = double(m_fields.begin(bytes, f + 1) - m_fields.begin(bytes, f));
-    m_fig.bits[f] += n * 8;
+    *m_field[f].bits += n * 8;
     const double B = m_rules[f].budget_us * 1e-6;
     if (B <= 0 || n == 0) continue;
     aware = true;
     if (lifetime_s <= B) {
-      m_fig.expected_failed_bits[f] += n * 8 * m.failure_probability(lifetime_s);
+      *m_field[f].expected_failed_bits += n * 8 * m.failure_probability(lifetime_s);
       continue;
     }
     outlived = true;
     if (m_stall == stall_action::count) {
-      m_fig.expected_failed_bits[f] += n * 8 * m.failure_probability(lifetime_s);
+      *m_field[f].expected_failed_bits += n * 8 * m.failure_probability(lifetime_s);
       continue;
     }
     const double refreshed = n * std::floor(lifetime_s / B);
     e.add_refresh(refreshed);
-    m_fig.refreshed_bytes[f] += refreshed;
-    m_fig.expected_failed_bits[f] += n * 8 * m.failure_probability(B);
+    *m_field[f].refreshed_bytes += refreshed;
+    *m_field[f].expected_failed_bits += n * 8 * m.failure_probability(B);
   }
   if (!aware) return;
-  m_fig.buffers += 1;
-  (outlived ? m_fig.outlived : m_fig.within_budget) += 1;
-}
-
-void lifetime_rule::flatten(std::vector<double>& out) const {
-  for (std::size_t f = 0; f < m_fields.size(); ++f)
-    out.insert(out.end(), {m_fig.bits[f], m_fig.expected_failed_bits[f], m_fig.refreshed_bytes[f]});
-  out.insert(out.end(), {m_fig.buffers, m_fig.within_budget, m_fig.outlived});
-}
-
-void lifetime_rule::add_extrapolated(const double* a) {
-  for (std::size_t f = 0; f < m_fields.size(); ++f, a += 3) {
-    m_fig.bits[f] += a[0];
-    m_fig.expected_failed_bits[f] += a[1];
-    m_fig.refreshed_bytes[f] += a[2];
-  }
-  m_fig.buffers += a[0];
-  m_fig.within_budget += a[1];
-  m_fig.outlived += a[2];
+  ++m_buffers;
+  ++(outlived ? m_outlived : m_within_budget);
 }
 
 }  // namespace kelle

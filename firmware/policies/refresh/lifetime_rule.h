@@ -15,6 +15,7 @@
 #pragma once
 
 #include "firmware/policies/refresh/field_map.h"
+#include "platform/stats/stats.h"
 
 #include <cstdint>
 #include <vector>
@@ -31,7 +32,8 @@ class lifetime_rule {
     double interval_us;  // refreshed fields: their interval (0: the array's own)
     double budget_us;    // > 0: lifetime-aware with this retention budget (not refreshed)
   };
-  // Figures since the start of the run, by field.
+  // Figures since the start of the run, by field (passes not simulated included: they are
+  // counters of the rule's statistics, `lifetime_rule.*`, which sampled simulation extrapolates).
   struct figures {
     std::vector<double> bits;                  // bits placed in the field (each buffer once)
     std::vector<double> expected_failed_bits;  // lifetime-aware fields
@@ -49,19 +51,22 @@ class lifetime_rule {
   const field_map& fields() const { return m_fields; }
   const std::vector<field_rule>& rules() const { return m_rules; }
   stall_action stall() const { return m_stall; }
-  const figures& totals() const { return m_fig; }
-  // The figures as one list (per field: stored bits, expected failed bits, refreshed bytes; then
-  // the buffers, within budget, outlived): what sampled decode and sampled layers extrapolate.
-  std::size_t flat_size() const { return 3 * m_fields.size() + 3; }
-  void flatten(std::vector<double>& out) const;
-  // Adds flat_size() amounts laid out as flatten() lays them out (passes and layers not simulated).
-  void add_extrapolated(const double* amount);
+  figures totals() const;
 
  private:
   field_map m_fields;
   std::vector<field_rule> m_rules;
   stall_action m_stall;
-  figures m_fig;
+  stat_group m_stats;
+  struct field_counters {
+    stat* bits;
+    stat* expected_failed_bits;
+    stat* refreshed_bytes;
+  };
+  std::vector<field_counters> m_field;
+  stat& m_buffers;
+  stat& m_within_budget;
+  stat& m_outlived;
 };
 
 }  // namespace kelle

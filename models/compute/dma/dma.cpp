@@ -25,7 +25,8 @@ class dma : public compute_block {
   }
   cmd_status execute(const command& c) override {
     sc_core::wait(cycles(1));
-    return copy(c.addr_a, c.addr_c, std::uint64_t(c.m) * c.k);
+    return copy(operand_class(c, operand_a), c.addr_a, operand_class(c, operand_c), c.addr_c,
+                std::uint64_t(c.m) * c.k);
   }
 };
 

@@ -51,7 +51,7 @@ evictor::evictor(const sc_core::sc_module_name& name, const compute_args& a)
   m_power_W = t.require_double("power_W", "power of the evictor while it works, W", 0);
   const double area = t.require_double("area_mm2", "area of the evictor, mm2", 0);
   m_stats.formula("area", "mm2", "evictor area (tech.evictor.area_mm2)", [area] { return area; });
-  m_stats.energy("active", "active cycles x power / clock",
+  m_stats.energy(energy_kind::compute, "active", "active cycles x power / clock",
                  [this] { return m_active_cycles.value() / clock_Hz() * m_power_W; });
 }
 
@@ -116,7 +116,7 @@ cmd_status evictor::execute(const command& c) {
     m_board.replace(h, v, c.n);
   }
   m_protected_heads += protected_heads;
-  const cmd_status st = transfer(tlm::TLM_WRITE_COMMAND, c.addr_c, std::uint64_t(c.m) * index_bytes);
+  const cmd_status st = transfer(operand_class(c, operand_c), tlm::TLM_WRITE_COMMAND, c.addr_c, std::uint64_t(c.m) * index_bytes);
   if (st == cmd_status::ok) ++m_selections;
   m_last = {{"victims", victims},
             {"protected_heads", protected_heads},

@@ -36,8 +36,8 @@ rsa::rsa(const sc_core::sc_module_name& name, const compute_args& a)
     const double pc = m_busy_cycles.value() * m_rows * m_cols;
     return pc > 0 ? m_macs.value() / pc : 0.0;
   });
-  m_stats.energy("mac", "MACs x energy per MAC", [this] { return m_macs.value() * m_mac_J; });
-  m_stats.energy("idle_pe", "idle PE-cycles of the array pipeline x energy per idle PE-cycle",
+  m_stats.energy(energy_kind::compute, "mac", "MACs x energy per MAC", [this] { return m_macs.value() * m_mac_J; });
+  m_stats.energy(energy_kind::compute, "idle_pe", "idle PE-cycles of the array pipeline x energy per idle PE-cycle",
                  [this] { return std::max(0.0, m_pe_cycles.value() - m_macs.value()) * m_idle_J; });
 }
 
@@ -81,8 +81,8 @@ cmd_status rsa::execute(const command& c) {
   const std::uint64_t eb = b_elem_bytes(c);
 
   // Input rows: the current tokens' and the stacked recompute rows, of every product.
-  cmd_status st = transfer(tlm::TLM_READ_COMMAND, c.addr_a, B * M * K * act_bytes);
-  if (st == cmd_status::ok && S) st = transfer(tlm::TLM_READ_COMMAND, c.addr_d, B * S * K * act_bytes);
+  cmd_status st = transfer(operand_class(c, operand_a), tlm::TLM_READ_COMMAND, c.addr_a, B * M * K * act_bytes);
+  if (st == cmd_status::ok && S) st = transfer(operand_class(c, operand_d), tlm::TLM_READ_COMMAND, c.addr_d, B * S * K * act_bytes);
   if (st != cmd_status::ok) return st;
 
   // Stationary operand, fold by fold (tiles laid out contiguously in fold order), product
@@ -135,7 +135,7 @@ cmd_status rsa::execute(const command& c) {
   // transactions per operand (a simulation granularity) must not throttle the stream.
   const std::size_t buffer_chunks = std::max<std::size_t>(4, m_buffer_bytes / chunk);
   st = transfer(
-      tlm::TLM_READ_COMMAND, c.addr_b, total,
+      operand_class(c, operand_b), tlm::TLM_READ_COMMAND, c.addr_b, total,
       [&](std::size_t i, const sc_core::sc_time& t) {
         arrival[i] = t.to_seconds();
         advance();
@@ -163,7 +163,7 @@ cmd_status rsa::execute(const command& c) {
   if (end > sc_core::sc_time_stamp()) sc_core::wait(end - sc_core::sc_time_stamp());
 
   // Results (the recomputed rows' too).
-  st = transfer(tlm::TLM_WRITE_COMMAND, c.addr_c, B * Mp * N * act_bytes);
+  st = transfer(operand_class(c, operand_c), tlm::TLM_WRITE_COMMAND, c.addr_c, B * Mp * N * act_bytes);
 
   const double macs = static_cast<double>(B * Mp * K * N);
   const double array_cycles = (compute_end - t0) * clock_Hz();

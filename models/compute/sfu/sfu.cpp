@@ -80,7 +80,7 @@ sfu::sfu(const sc_core::sc_module_name& n, const compute_args& a)
     m_stats.formula(std::string("energy_") + ops[i].name, "J",
                     std::string("energy of ") + ops[i].name + " commands (part of 'compute')",
                     [this, i] { return m_op_elements[i]->value() * m_energy_J_per_element[i]; });
-  m_stats.energy("compute", "elements of each operation x its energy per element (tech.sfu)", [this] {
+  m_stats.energy(energy_kind::compute, "compute", "elements of each operation x its energy per element (tech.sfu)", [this] {
     double j = 0;
     for (std::size_t i = 0; i < op_count; ++i) j += m_op_elements[i]->value() * m_energy_J_per_element[i];
     return j;
@@ -175,7 +175,7 @@ cmd_status sfu::execute(const command& c) {
 cmd_status sfu::run_command(const command& c, const op_info& oi) {
   const std::uint64_t k = c.k;
   if (oi.weight_rows > 0) {  // gamma (and beta) stay in the buffer for the whole command
-    const cmd_status st = transfer(tlm::TLM_READ_COMMAND, c.addr_b, oi.weight_rows * k * element_bytes);
+    const cmd_status st = transfer(operand_class(c, operand_b), tlm::TLM_READ_COMMAND, c.addr_b, oi.weight_rows * k * element_bytes);
     if (st != cmd_status::ok) return st;
   }
   const std::uint64_t total = static_cast<std::uint64_t>(c.m) * k;
@@ -213,8 +213,9 @@ cmd_status sfu::run_tile(const command& c, const op_info& oi, std::uint64_t firs
   const std::size_t chunks = static_cast<std::size_t>(ceil_div(in_bytes, cb));
   std::vector<sc_time> arrival(chunks, sc_core::SC_ZERO_TIME);
   const std::uint64_t in_addr[2] = {c.addr_a, c.addr_b};
+  const traffic_class in_cls[2] = {operand_class(c, operand_a), operand_class(c, operand_b)};
   for (unsigned s = 0; s < oi.inputs; ++s) {
-    const cmd_status st = transfer(tlm::TLM_READ_COMMAND, in_addr[s] + first * element_bytes, in_bytes,
+    const cmd_status st = transfer(in_cls[s], tlm::TLM_READ_COMMAND, in_addr[s] + first * element_bytes, in_bytes,
                                    [&arrival](std::size_t i, const sc_time& t) {
                                      arrival[i] = std::max(arrival[i], t);
                                    });
@@ -278,7 +279,7 @@ cmd_status sfu::run_tile(const command& c, const op_info& oi, std::uint64_t firs
   for (std::size_t ch = 0; ch < gate.size(); ++ch)
     gate[ch] = ready((std::min<std::uint64_t>((ch + 1) * ob, out_bytes) - 1) / unit);
   const std::uint64_t out_addr = c.addr_c + (search ? first / k * index_bytes : first * element_bytes);
-  return transfer(tlm::TLM_WRITE_COMMAND, out_addr, out_bytes, {},
+  return transfer(operand_class(c, operand_c), tlm::TLM_WRITE_COMMAND, out_addr, out_bytes, {},
                   [&gate](std::size_t i) { return gate[i]; });
 }
 

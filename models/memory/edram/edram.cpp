@@ -13,8 +13,9 @@ edram::edram(const sc_core::sc_module_name& name, const memory_args& a)
           "expected_bit_errors_read", "bits",
           "sum over reads of live bits x P(fail | time since the last refresh tick)")),
       m_bits_read_live(m_stats.counter("live_bits_read", "bits", "bits read from live data")),
-      m_refresh_extrapolated(m_stats.counter("refreshed_bytes_extrapolated", "B",
-                                             "refreshed bytes of passes not simulated (sampled decode)")) {
+      m_transient(m_stats.counter("refreshed_bytes_transient", "B",
+                                  "refresh of data that lived and died (live bytes x life / interval) and the lifetime "
+                                  "rule's refreshes; passes not simulated add theirs by extrapolation")) {
   const config_node tech = a.tech.child("edram");
   const double ref_bytes =
       tech.require_double("reference_capacity_MiB", "capacity the cell figures are given for, MiB", 1e-9) *
@@ -32,13 +33,16 @@ edram::edram(const sc_core::sc_module_name& name, const memory_args& a)
   m_scope_all = a.params.get_choice("refresh_scope", "written", {"written", "all"}) == "all";
 
   m_intervals.push_back(interval_class{sc_core::sc_time(interval_us, sc_core::SC_US)});
-  m_segments.emplace(0, segment{capacity_bytes(), 0, m_scope_all});
+  m_segments.emplace(0, segment{capacity_bytes(), 0, m_scope_all, sc_core::SC_ZERO_TIME});
   if (m_scope_all) m_intervals[0].live_bytes = capacity_bytes();
 
-  m_stats.energy("refresh", "refreshed bits x refresh energy per bit",
+  m_stats.energy(energy_kind::refresh, "refresh", "refreshed bits x refresh energy per bit",
                  [this] { return refreshed_bytes() * 8 * m_refresh_J_per_bit; });
   m_stats.formula("refreshed_bytes", "B", "bytes refreshed (live bytes x refresh ticks)",
                   [this] { return refreshed_bytes(); });
+  m_stats.formula("refreshed_bytes_extrapolated", "B",
+                  "refreshed bytes of passes not simulated (sampled decode and layers: their transient refresh)",
+                  [this] { return extrapolated_refresh(); });
   m_stats.formula("refreshed_bytes_lifetime", "B",
                   "of which: transient data that outlived its retention budget, refreshed by the refresh "
                   "policy's lifetime rule (detailed passes)",
@@ -88,24 +92,9 @@ void edram::advance(const sc_core::sc_time& now) {
 
 double edram::refreshed_bytes() {
   advance(sc_core::sc_time_stamp());
-  double s = m_refresh_extrapolated.value() + m_refresh_lifetime;
+  double s = extrapolated_refresh() + m_refresh_lifetime;
   for (const auto& c : m_intervals) s += c.refreshed_bytes;
   return s;
-}
-
-double edram::refresh_rate_Bps() const {
-  double r = 0;
-  for (const auto& c : m_intervals)
-    if (c.live_bytes && c.period > sc_core::SC_ZERO_TIME) r += static_cast<double>(c.live_bytes) / c.period.to_seconds();
-  return r;
-}
-
-double edram::fluid_refresh_bytes() {
-  advance(sc_core::sc_time_stamp());
-  double b = m_refresh_lifetime;  // the lifetime rule's refreshes of stalled buffers: events, not ticks
-  for (const auto& c : m_intervals)
-    if (c.period > sc_core::SC_ZERO_TIME) b += c.live_bit_s / 8 / c.period.to_seconds();
-  return b;
 }
 
 std::uint64_t edram::live_bytes() const {
@@ -150,7 +139,7 @@ void edram::update(std::uint64_t b, std::uint64_t e, F f) {
     segment& s = it->second;
     const std::uint64_t n = s.end - it->first;
     if (s.live) m_intervals[s.interval].live_bytes -= n;
-    f(s);
+    f(s, n);
     if (s.live) m_intervals[s.interval].live_bytes += n;
   }
   merge_around(b, e);
@@ -158,24 +147,35 @@ void edram::update(std::uint64_t b, std::uint64_t e, F f) {
 }
 
 void edram::on_write(std::uint64_t addr, std::uint64_t len) {
-  update(addr, addr + len, [](segment& s) { s.live = true; });
+  const sc_core::sc_time now = sc_core::sc_time_stamp();
+  update(addr, addr + len, [&now](segment& s, std::uint64_t) {
+    if (!s.live) s.born = now;
+    s.live = true;
+  });
 }
 
 void edram::release(std::uint64_t addr, std::uint64_t len) {
   if (m_scope_all) return;
-  update(addr, addr + len, [](segment& s) { s.live = false; });
+  const sc_core::sc_time now = sc_core::sc_time_stamp();
+  double fluid = 0;  // live, refreshed bytes released x their life / their interval
+  update(addr, addr + len, [&](segment& s, std::uint64_t n) {
+    const sc_core::sc_time& p = m_intervals[s.interval].period;
+    if (s.live && p > sc_core::SC_ZERO_TIME) fluid += static_cast<double>(n) * ((now - s.born) / p);
+    s.live = false;
+  });
+  if (fluid > 0) transient_refresh(fluid);
 }
 
 void edram::set_refresh_interval(std::uint64_t addr, std::uint64_t len, const sc_core::sc_time& interval) {
   if (interval <= sc_core::SC_ZERO_TIME)
     SC_REPORT_ERROR(name(), "set_refresh_interval: the interval must be positive");
   const unsigned idx = interval_index(interval);
-  update(addr, addr + len, [idx](segment& s) { s.interval = idx; });
+  update(addr, addr + len, [idx](segment& s, std::uint64_t) { s.interval = idx; });
 }
 
 void edram::set_unrefreshed(std::uint64_t addr, std::uint64_t len) {
   const unsigned idx = interval_index(sc_core::SC_ZERO_TIME);
-  update(addr, addr + len, [idx](segment& s) { s.interval = idx; });
+  update(addr, addr + len, [idx](segment& s, std::uint64_t) { s.interval = idx; });
 }
 
 void edram::trace_refresh() const {

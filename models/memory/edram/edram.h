@@ -33,8 +33,12 @@ class edram : public banked_array, public refresh_control {
   // Data in [addr, addr+len) is not refreshed while it lives (transient data under the lifetime
   // rule: its refresh and failures are accounted by the firmware, add_refresh()).
   void set_unrefreshed(std::uint64_t addr, std::uint64_t len) override;
-  void add_refresh(double bytes) override { m_refresh_lifetime += bytes; }
-  // Data in [addr, addr+len) is dead: it is no longer refreshed (scope `written`).
+  void add_refresh(double bytes) override {
+    m_refresh_lifetime += bytes;
+    transient_refresh(bytes);
+  }
+  // Data in [addr, addr+len) is dead: it is no longer refreshed (scope `written`). Its refresh
+  // over its life (since it became live) counts as transient refresh.
   void release(std::uint64_t addr, std::uint64_t len) override;
   // Data in [addr, addr+len) is stored from now on, as after a write (for data placed without
   // simulated writes, e.g. a KV cache assumed filled by a prefill that is not simulated).
@@ -48,11 +52,6 @@ class edram : public banked_array, public refresh_control {
   double refreshed_bytes() override;
   // Bytes currently refreshed (live data, or the whole array with scope `all`).
   std::uint64_t live_bytes() const;
-  // Bytes per second the current live set costs in refresh (sum of live bytes / interval).
-  double refresh_rate_Bps() const override;
-  double fluid_refresh_bytes() override;
-  // Refresh of data that was live during passes that were not simulated (sampled decode).
-  void add_extrapolated_refresh(double bytes) override { m_refresh_extrapolated += bytes; }
 
  protected:
   double access_share(const sc_core::sc_time& now) override;
@@ -63,7 +62,10 @@ class edram : public banked_array, public refresh_control {
     std::uint64_t end;
     unsigned interval;  // index into m_intervals
     bool live;
-    bool operator==(const segment& o) const { return interval == o.interval && live == o.live; }
+    sc_core::sc_time born;  // live data: when it became live (its transient refresh at release)
+    bool operator==(const segment& o) const {
+      return interval == o.interval && live == o.live && (!live || born == o.born);
+    }
   };
   struct interval_class {
     sc_core::sc_time period;     // refresh interval (SC_ZERO_TIME: not refreshed, set_unrefreshed)
@@ -74,7 +76,7 @@ class edram : public banked_array, public refresh_control {
 
   unsigned interval_index(const sc_core::sc_time& period);
   void advance(const sc_core::sc_time& now);
-  // Applies `f` to the segments covering [b, e), keeping live-byte counts right.
+  // Applies `f(segment, bytes)` to the segments covering [b, e), keeping live-byte counts right.
   template <class F>
   void update(std::uint64_t b, std::uint64_t e, F f);
   std::map<std::uint64_t, segment>::iterator split(std::uint64_t at);
@@ -95,9 +97,22 @@ class edram : public banked_array, public refresh_control {
   sc_core::sc_time m_accounted_until;
   stat& m_expected_read_errors;
   stat& m_bits_read_live;
-  stat& m_refresh_extrapolated;  // bytes, included in refreshed_bytes()
-  // Bytes the lifetime rule refreshed, included in refreshed_bytes() (not a counter: sampled
-  // decode extrapolates it as part of the refreshed bytes).
+  // Transient refresh: what data that lived and died cost in refresh, as its expectation over the
+  // refresh ticks' phase (bytes x life / interval, the interval it had when it died: a buffer that
+  // lives a fraction of an interval is refreshed once or not at all by where the ticks fall), plus
+  // the lifetime rule's refreshes.
+  // A counter: in passes that are not simulated it grows by extrapolation (sampled decode and
+  // layers), and what it grew by that way, beyond what the simulation added
+  // (m_transient_simulated), is refresh the ticks did not see: part of refreshed_bytes().
+  stat& m_transient;
+  double m_transient_simulated = 0;
+  void transient_refresh(double bytes) {
+    m_transient += bytes;
+    m_transient_simulated += bytes;
+  }
+  // Transient refresh added by extrapolation (bytes, included in refreshed_bytes()).
+  double extrapolated_refresh() const { return m_transient.value() - m_transient_simulated; }
+  // Bytes the lifetime rule refreshed in simulated passes, included in refreshed_bytes().
   double m_refresh_lifetime = 0;
 };
 

@@ -15,7 +15,7 @@ class ideal : public memory_target {
         m_energy_J_per_B(a.params.get_double("energy_pJ_per_byte", 0.0,
                                              "energy per byte accessed in pJ", 0.0) *
                          1e-12) {
-    m_stats.energy("access", "bytes accessed x energy per byte", [this] {
+    m_stats.energy(energy_kind::access, "access", "bytes accessed x energy per byte", [this] {
       return (m_bytes_read.value() + m_bytes_written.value()) * m_energy_J_per_B;
     });
   }

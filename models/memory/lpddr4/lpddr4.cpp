@@ -185,15 +185,15 @@ lpddr4::lpddr4(const sc_core::sc_module_name& name, const memory_args& a, const 
   });
 
   const double burst_bits = static_cast<double>(m_burst_bytes) * 8;
-  m_stats.energy("access", "bursts x burst bits x read or write energy per bit", [this, burst_bits] {
+  m_stats.energy(energy_kind::access, "access", "bursts x burst bits x read or write energy per bit", [this, burst_bits] {
     return burst_bits * (m_read_bursts.value() * m_read_J_per_bit +
                          m_write_bursts.value() * m_write_J_per_bit);
   });
-  m_stats.energy("activate", "activations x energy per ACT/PRE pair",
+  m_stats.energy(energy_kind::activate, "activate", "activations x energy per ACT/PRE pair",
                  [this] { return m_activations.value() * m_act_J; });
-  m_stats.energy("background", "background power x simulated time",
+  m_stats.energy(energy_kind::background, "background", "background power x simulated time",
                  [this] { return m_background_W * now_s(); });
-  m_stats.energy("refresh", "refreshes x energy per all-bank refresh of a channel", [this] {
+  m_stats.energy(energy_kind::refresh, "refresh", "refreshes x energy per all-bank refresh of a channel", [this] {
     return static_cast<double>(refreshes_until(sc_core::sc_time_stamp())) * m_refresh_J;
   });
 }

@@ -14,6 +14,7 @@ layer_ops::layer_ops(driver& drv, memory_plan& plan, const model_shape& m, platf
       m_model(m),
       m_platform(p),
       m_arena_log(m.layers),
+      m_arena_rules(m.layers),
       m_arena_log_step(m.layers, 0),
       m_stats(stats),
       m_kv_written(stats.counter("kv_bytes_written", "B", "KV bytes the projections wrote into the cache")) {
@@ -268,7 +269,8 @@ tensor layer_ops::produce(const std::string& kind, std::uint64_t bytes) {
 
 tensor layer_ops::produce(const std::string& kind, std::uint64_t bytes, size_rule rule) {
   tensor t;
-  t.where = m_plan.alloc(bytes, static_cast<std::uint8_t>(rule));
+  if (m_recording != ~0u) m_arena_rules[m_recording].push_back(rule);
+  t.where = m_plan.alloc(bytes);
   t.kind = kind;
   if (m_transient) {  // its fields' refresh, before it is written
     std::uint64_t local = 0;
@@ -349,22 +351,28 @@ void layer_ops::depend(const tensor& t, const compute_block* block) {
 }
 
 void layer_ops::absent(size_rule rule) {
-  m_plan.alloc(0, static_cast<std::uint8_t>(rule));  // no bytes: in the arena, taking nothing
+  if (m_recording != ~0u) m_arena_rules[m_recording].push_back(rule);
+  m_plan.alloc(0);  // no bytes: in the arena, taking nothing
 }
 
 void layer_ops::begin_layer(const pass_info& pass, unsigned layer) {
   if (pass.prefill) return;
   m_arena_log_step[layer] = pass.step;
-  m_plan.record_arena(&m_arena_log[layer]);
+  m_arena_rules[layer].clear();
+  m_recording = layer;
+  m_plan.act().record(&m_arena_log[layer]);
 }
 
-void layer_ops::end_layer() { m_plan.record_arena(nullptr); }
+void layer_ops::end_layer() {
+  m_recording = ~0u;
+  m_plan.act().record(nullptr);
+}
 
-std::uint64_t layer_ops::replay_bytes(const memory_plan::arena_event& e, const pass_info& pass, unsigned layer,
-                                      std::uint64_t arena_free, std::uint64_t& heads) const {
-  switch (static_cast<size_rule>(e.rule)) {
+std::uint64_t layer_ops::size_in(size_rule rule, std::uint64_t logged, const pass_info& pass, unsigned layer,
+                                 std::uint64_t arena_free, std::uint64_t& heads) const {
+  switch (rule) {
     case size_rule::fixed:
-      return e.bytes;
+      return logged;
     case size_rule::scores_first:
       heads = score_heads(pass, layer, arena_free);
       [[fallthrough]];
@@ -375,49 +383,34 @@ std::uint64_t layer_ops::replay_bytes(const memory_plan::arena_event& e, const p
     case size_rule::victims:  // none in a pass in which the layer does not evict
       return pass.evicts(layer) ? victims_bytes(pass) : 0;
   }
-  return e.bytes;
+  return logged;
 }
 
 std::uint64_t layer_ops::placement(const pass_info& pass, unsigned layer) const {
-  return replay(pass, layer, nullptr);
+  return predict(pass, layer, nullptr);
 }
 
 bool layer_ops::replays_as_run(const pass_info& pass, unsigned layer) const {
   if (m_arena_log[layer].empty() || m_arena_log_step[layer] != pass.step) return true;
   bool as_run = true;
-  replay(pass, layer, &as_run);
+  predict(pass, layer, &as_run);
   return as_run;
 }
 
-std::uint64_t layer_ops::replay(const pass_info& pass, unsigned layer, bool* as_run) const {
-  const std::vector<memory_plan::arena_event>& log = m_arena_log[layer];
+std::uint64_t layer_ops::predict(const pass_info& pass, unsigned layer, bool* as_run) const {
+  const activation_arena::log& log = m_arena_log[layer];
   if (log.empty()) return 0;
-  using ev = memory_plan::arena_event;
-  const std::uint64_t size = m_plan.arena().bytes;
-  m_replay_use.assign(log.size(), 0);
-  std::uint64_t used = 0, heads = 0, h = splitmix64(layer + 1);
-  for (std::size_t i = 0; i < log.size(); ++i) {
-    const ev& e = log[i];
-    switch (e.what) {
-      case ev::kind::begin:
-        used = e.bytes;
-        break;
-      case ev::kind::mark:
-        m_replay_use[i] = used;
-        break;
-      case ev::kind::release:
-        used = e.ref == memory_plan::no_event ? e.bytes : m_replay_use[e.ref];
-        break;
-      case ev::kind::alloc: {  // as memory_plan::alloc: the arena if it fits, else DRAM
-        const std::uint64_t bytes = replay_bytes(e, pass, layer, used < size ? size - used : 0, heads);
-        const bool fits = used + bytes <= size;
-        if (fits) used += (bytes + 63) / 64 * 64;
+  const std::vector<size_rule>& rules = m_arena_rules[layer];
+  std::uint64_t heads = 0, h = splitmix64(layer + 1);
+  m_plan.act().predict(
+      log,
+      [&](std::size_t k, const activation_arena::event& e, std::uint64_t free) {
+        return size_in(k < rules.size() ? rules[k] : size_rule::fixed, e.bytes, pass, layer, free, heads);
+      },
+      [&](std::size_t, std::uint64_t bytes, bool fits, const activation_arena::event& e) {
         if (as_run && (bytes != e.bytes || fits != e.in_arena)) *as_run = false;
         h = splitmix64(h ^ (fits ? 1u : 2u) ^ heads << 2);
-        break;
-      }
-    }
-  }
+      });
   return h;
 }
 

@@ -221,14 +221,19 @@ class layer_ops final : public scheduler_ops {
   // (AERP's staging of a layer that does not recompute, the victims of one that does not evict):
   // the replay of a pass that does allocate it puts it there.
   void absent(size_rule rule);
-  std::uint64_t replay_bytes(const memory_plan::arena_event& e, const pass_info& pass, unsigned layer,
-                             std::uint64_t arena_free, std::uint64_t& heads) const;
-  // placement()'s replay; clears `*as_run` where a buffer's size or place differs from the log's.
-  std::uint64_t replay(const pass_info& pass, unsigned layer, bool* as_run) const;
-  // Per layer: the arena's events of its last decode pass (placement()), and that pass's step.
-  std::vector<std::vector<memory_plan::arena_event>> m_arena_log;
+  // The size a buffer of `rule` would have in `pass` (`logged`: its size in the recorded pass;
+  // `arena_free`: the arena's free bytes where it is asked for; `heads`: the attention's KV heads
+  // per group, set by the first score buffer).
+  std::uint64_t size_in(size_rule rule, std::uint64_t logged, const pass_info& pass, unsigned layer,
+                        std::uint64_t arena_free, std::uint64_t& heads) const;
+  // placement()'s prediction; clears `*as_run` where a buffer's size or place differs from the log's.
+  std::uint64_t predict(const pass_info& pass, unsigned layer, bool* as_run) const;
+  // Per layer: the arena's log of its last decode pass (placement()), the size rule of each of its
+  // allocations in order, and that pass's step.
+  std::vector<activation_arena::log> m_arena_log;
+  std::vector<std::vector<size_rule>> m_arena_rules;
   std::vector<unsigned> m_arena_log_step;
-  mutable std::vector<std::uint64_t> m_replay_use;  // placement()'s scratch: the use at each mark
+  unsigned m_recording = ~0u;  // the layer whose arena log is being recorded
   // Lifetimes: counters by kind, and the buffers whose lifetime is open (slots reused).
   stat_group& m_stats;
   stat& m_kv_written;

@@ -64,7 +64,7 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
   const std::uint64_t abytes = pl.get_uint("act_arena_KiB", (shared_a ? std::min<std::uint64_t>(acap, 256 * 1024) : acap) / 1024,
                                            "bytes of the activation memory used for activations, KiB", 1) * 1024;
   if (abytes > acap) pl.fail("act_arena_KiB", "larger than what is left of " + amem + " (" + std::to_string(acap / 1024) + " KiB)");
-  m_arena = take(amem, abytes);
+  m_act = activation_arena(take(amem, abytes));
 
   // Weights in DRAM.
   std::uint64_t d = p.interconnect().base_of(m_dram);
@@ -194,43 +194,9 @@ refresh_control* refresh_of(const region& r, std::uint64_t& local) {
   return r.target ? r.target->refresh() : nullptr;
 }
 
-memory_plan::arena_mark memory_plan::mark() const {
-  arena_mark m{m_arena_used, m_spill_used};
-  if (m_arena_log) {
-    m.event = static_cast<std::uint32_t>(m_arena_log->size());
-    m.log = m_arena_logs;
-    m_arena_log->push_back({arena_event::kind::mark, 0, false, no_event, m_arena_used});
-  }
-  return m;
-}
-
-void memory_plan::release(const arena_mark& m) {
-  if (m_arena_log) {
-    const bool ours = m.event != no_event && m.log == m_arena_logs;
-    m_arena_log->push_back({arena_event::kind::release, 0, false, ours ? m.event : no_event, m.arena});
-  }
-  m_arena_used = m.arena;
-  m_spill_used = m.spill;
-}
-
-void memory_plan::record_arena(std::vector<arena_event>* log) {
-  m_arena_log = log;
-  if (!log) return;
-  ++m_arena_logs;
-  log->clear();
-  log->push_back({arena_event::kind::begin, 0, false, no_event, m_arena_used});
-}
-
-region memory_plan::alloc(std::uint64_t bytes, std::uint8_t rule) {
-  if (m_arena_log)
-    m_arena_log->push_back({arena_event::kind::alloc, rule, m_arena_used + bytes <= m_arena.bytes, no_event, bytes});
-  if (m_arena_used + bytes <= m_arena.bytes) {
-    region r = m_arena;
-    r.addr = m_arena.addr + m_arena_used;
-    r.bytes = bytes;
-    m_arena_used += align(bytes, 64);
-    return r;
-  }
+region memory_plan::alloc(std::uint64_t bytes) {
+  region r;
+  if (m_act.alloc(bytes, r)) return r;  // the arena if it fits, else the DRAM spill
   if (m_spill_used + bytes > m_spill.bytes) {
     // With the overflow allowed, spills that do not fit share addresses after the weights
     // (timing only); the bytes beyond the DRAM's capacity are counted as overflow.
@@ -240,7 +206,7 @@ region memory_plan::alloc(std::uint64_t bytes, std::uint8_t rule) {
         m_overflow_bytes += over - m_spill_overflow;
         m_spill_overflow = over;
       }
-      region r = m_spill;
+      r = m_spill;
       r.addr = m_fold_base + (m_spill_used % (m_fold_bytes - bytes + 1)) / 64 * 64;
       r.bytes = bytes;
       m_spill_used += align(bytes, 64);
@@ -249,7 +215,7 @@ region memory_plan::alloc(std::uint64_t bytes, std::uint8_t rule) {
     record_run_input_error(m_spill_error + " (" + std::to_string(bytes) + " B more wanted)");
     stop_run_for_input_error();
   }
-  region r = m_spill;
+  r = m_spill;
   r.addr = m_spill.addr + m_spill_used;
   r.bytes = bytes;
   m_spill_used += align(bytes, 64);
@@ -272,7 +238,7 @@ std::string memory_plan::describe() const {
   if (kv_layers_touching_chip() > m_kv_on_chip)
     o << " and the first " << m_kv[m_kv_on_chip].chip_tokens << " token slots of layer " << m_kv_on_chip;
   if (kv_stream_bytes()) o << "; KV stream buffers 2 x " << (kv_stream_bytes() >> 10) << " KiB in " << m_kv_stream[0].memory;
-  o << "; activation arena " << (m_arena.bytes >> 10) << " KiB in " << m_arena.memory;
+  o << "; activation arena " << (arena().bytes >> 10) << " KiB in " << arena().memory;
   if (m_overflow_bytes)
     o << "; weights and KV exceed " << m_dram << " by " << (m_overflow_bytes >> 20) << " MiB (KV addresses folded)";
   return o.str();

@@ -12,7 +12,9 @@
 // - Activations: an arena in the activation memory; a buffer that does not fit spills to DRAM.
 #pragma once
 
+#include "firmware/workload/activation_arena.h"
 #include "firmware/workload/model_zoo.h"
+#include "firmware/workload/region.h"
 #include "platform/system/workload.h"
 
 #include <string>
@@ -20,14 +22,6 @@
 
 namespace kelle {
 
-struct region {
-  std::string memory;        // instance name
-  std::uint64_t addr = 0;    // global address
-  std::uint64_t bytes = 0;
-  bool on_chip = false;
-  memory_target* target = nullptr;  // the memory, resolved when the plan places the region
-  std::uint64_t base = 0;           // the memory's base address (addr - base is local to it)
-};
 
 class refresh_control;
 // The refresh control of the memory holding `r` (nullptr: its cells need none, e.g. SRAM, DRAM
@@ -76,34 +70,23 @@ class memory_plan {
   // Token slots per sequence in each layer's cache (new tokens reuse evicted slots).
   std::uint64_t kv_token_slots() const { return m_kv_tokens; }
 
-  // Activation buffers: `alloc` takes from the arena (or DRAM when it is full); `release`
-  // frees everything allocated after `mark()`.
+  // Activation buffers: `alloc` takes from the activation arena (or DRAM when it is full);
+  // `release` frees everything allocated after `mark()`.
   struct arena_mark {
-    std::uint64_t arena, spill;
-    std::uint32_t event = no_event;  // the mark's index in the arena log being recorded, if any
-    std::uint32_t log = 0;           // which recording (record_arena) the index is of
+    activation_arena::mark_t arena;
+    std::uint64_t spill;
   };
-  // `rule`: the caller's tag in the arena log being recorded (how the size depends on the pass).
-  region alloc(std::uint64_t bytes, std::uint8_t rule = 0);
-  arena_mark mark() const;
-  void release(const arena_mark& m);
-  std::uint64_t arena_free() const { return m_arena_used < m_arena.bytes ? m_arena.bytes - m_arena_used : 0; }
-  const region& arena() const { return m_arena; }
-  // The arena's events (what sampled decode replays to predict where another pass's buffers land,
-  // layer_ops::placement): `begin` (bytes: the arena's use when recording started), `alloc`
-  // (bytes requested, whether the arena took them; `rule` is the caller's, how the size depends on
-  // the pass), `mark` (bytes: the use), `release` (ref: the mark's event, or no_event for a mark
-  // made before this recording; bytes: the use it restores).
-  struct arena_event {
-    enum class kind : std::uint8_t { begin, alloc, mark, release } what;
-    std::uint8_t rule = 0;
-    bool in_arena = false;
-    std::uint32_t ref = no_event;
-    std::uint64_t bytes = 0;
-  };
-  static constexpr std::uint32_t no_event = ~std::uint32_t(0);
-  // Records the arena's events into `log` (cleared first) until record_arena(nullptr).
-  void record_arena(std::vector<arena_event>* log);
+  region alloc(std::uint64_t bytes);
+  arena_mark mark() const { return {m_act.mark(), m_spill_used}; }
+  void release(const arena_mark& m) {
+    m_act.release(m.arena);
+    m_spill_used = m.spill;
+  }
+  std::uint64_t arena_free() const { return m_act.free(); }
+  const region& arena() const { return m_act.where(); }
+  // The arena itself: what sampled decode records and asks where another pass's buffers land.
+  activation_arena& act() { return m_act; }
+  const activation_arena& act() const { return m_act; }
   const std::string& dram() const { return m_dram; }
   // DRAM left after weights and KV (activation spills grow from its start).
   const region& dram_spare() const { return m_spill; }
@@ -122,10 +105,7 @@ class memory_plan {
   std::vector<kv_layer> m_kv;
   unsigned m_kv_on_chip = 0;
   std::uint64_t m_kv_tokens = 0;
-  region m_arena;
-  std::uint64_t m_arena_used = 0;
-  std::vector<arena_event>* m_arena_log = nullptr;  // being recorded (record_arena)
-  std::uint32_t m_arena_logs = 0;                   // recordings started, for arena_mark::log
+  activation_arena m_act;
   region m_spill;                 // DRAM area for activations that do not fit on chip
   std::uint64_t m_spill_used = 0;
   std::uint64_t m_dram_used = 0;

@@ -131,6 +131,14 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   check_sfu_rows(a, kv_tokens);
   m_driver = std::make_unique<driver>("firmware", a.platform, m_stats);
   m_dram = a.platform.memory(m_plan->dram());
+  // The DRAM's own counts by class, also under the firmware's statistics (results.json's keys are
+  // kept: docs/results.md).
+  const std::pair<const char*, traffic_class> views[] = {{"dram_weight_bytes", traffic_class::weights},
+                                                        {"dram_kv_bytes", traffic_class::kv},
+                                                        {"dram_activation_bytes", traffic_class::activations}};
+  for (const auto& [key, cls] : views)
+    m_stats.formula(key, "B", std::string("the DRAM's bytes of class ") + name_of(cls) + " (its bytes_" + name_of(cls) + ")",
+                    [this, c = cls] { return m_dram->bytes_of(c); });
   m_roof_prefill = std::make_unique<roofline>(a.platform, m_plan->dram());
   m_roof_decode = std::make_unique<roofline>(a.platform, m_plan->dram());
   m_ops = std::make_unique<layer_ops>(*m_driver, *m_plan, m_model, a.platform, m_stats);

@@ -29,12 +29,6 @@ counter_snapshot snapshot_counters() {
   return s;
 }
 
-double counter_snapshot::of(const stat* s) const {
-  for (std::size_t i = 0; i < stats.size(); ++i)
-    if (stats[i] == s) return values[i];
-  return 0.0;
-}
-
 std::vector<double> align(const counter_snapshot& d, const counter_snapshot& layout, double missing) {
   std::vector<double> v(layout.stats.size(), missing);
   std::size_t j = 0;

@@ -126,8 +126,6 @@ std::vector<const stat_group*> collect_stat_groups();
 struct counter_snapshot {
   std::vector<stat*> stats;
   std::vector<double> values;
-  // The value of counter `s` in the snapshot (0 if it is not in it).
-  double of(const stat* s) const;
 };
 counter_snapshot snapshot_counters();
 // What the counters moved from `before` to `after`, laid out as `after` (a later snapshot of the

@@ -212,17 +212,31 @@ void edram::read_errors(std::uint64_t addr, std::uint64_t len, const sc_core::sc
   auto it = m_segments.upper_bound(addr);
   --it;
   const std::uint64_t end = addr + len;
+  // Live bits read, by run of segments of one interval (segments of live data differ by when the
+  // data became live, not in how it fails: one failure probability per run).
+  unsigned run = ~0u;
+  double bits = 0;
+  auto account = [&] {
+    if (run == ~0u || bits == 0) return;
+    const sc_core::sc_time& p = m_intervals[run].period;
+    // Time since the last refresh tick (an upper bound for data written after that tick).
+    const double since = sc_core::sc_time::from_value(now.value() % p.value()).to_seconds();
+    m_bits_read_live += bits;
+    m_expected_read_errors += bits * m_retention.failure_probability(since);
+    bits = 0;
+  };
   for (; it != m_segments.end() && it->first < end; ++it) {
     if (!it->second.live) continue;
     const std::uint64_t b = std::max(it->first, addr), e = std::min(it->second.end, end);
-    const sc_core::sc_time& p = m_intervals[it->second.interval].period;
-    if (p == sc_core::SC_ZERO_TIME) continue;  // transient data: the lifetime rule accounts it
-    // Time since the last refresh tick (an upper bound for data written after that tick).
-    const double since = sc_core::sc_time::from_value(now.value() % p.value()).to_seconds();
-    const double bits = static_cast<double>(e - b) * 8;
-    m_bits_read_live += bits;
-    m_expected_read_errors += bits * m_retention.failure_probability(since);
+    if (m_intervals[it->second.interval].period == sc_core::SC_ZERO_TIME)
+      continue;  // transient data: the lifetime rule accounts it
+    if (it->second.interval != run) {
+      account();
+      run = it->second.interval;
+    }
+    bits += static_cast<double>(e - b) * 8;
   }
+  account();
 }
 
 sc_core::sc_time edram::service(tlm::tlm_command cmd, std::uint64_t addr, std::uint64_t len,

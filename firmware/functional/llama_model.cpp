@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <queue>
 #include <random>
 #include <sstream>
 
@@ -279,22 +280,46 @@ std::vector<int> tokenizer::encode(const std::string& text, bool bos, bool eos) 
     }
     cp.clear();
   }
-  for (;;) {
-    float best = -1e10f;
-    int best_id = -1;
-    std::size_t best_i = 0;
-    for (std::size_t i = 0; i + 1 < t.size(); ++i) {
-      const int id = lookup(piece(t[i]) + piece(t[i + 1]));
-      if (id >= 0 && m_scores[std::size_t(id)] > best) {
-        best = m_scores[std::size_t(id)];
-        best_id = id;
-        best_i = i;
-      }
-    }
-    if (best_id < 0) break;
-    t[best_i] = best_id;
-    t.erase(t.begin() + static_cast<std::ptrdiff_t>(best_i) + 1);
+  // run.c's merge loop: merge the adjacent pair whose joined piece is in the vocabulary with the
+  // best score, the leftmost on a tie, until none is left. Run on a linked list with a heap of the
+  // candidate pairs (best score, then leftmost first), in O(n log n) rather than run.c's O(n^2):
+  // a popped pair is merged only if its two tokens are still neighbours and unchanged, and then it
+  // is the pair run.c's scan would pick, since every current candidate is in the heap.
+  struct cand {
+    float score;
+    std::size_t left, right;
+    int left_id, right_id, merged;
+    bool operator<(const cand& o) const { return score != o.score ? score < o.score : left > o.left; }
+  };
+  const std::size_t n = t.size();
+  std::vector<std::size_t> prev(n), next(n);
+  for (std::size_t i = 0; i < n; ++i) prev[i] = i - 1, next[i] = i + 1;  // n: none (prev[0] wraps)
+  std::priority_queue<cand> heap;
+  auto offer = [&](std::size_t l, std::size_t r) {
+    if (l >= n || r >= n) return;
+    const int id = lookup(piece(t[l]) + piece(t[r]));
+    if (id >= 0 && m_scores[std::size_t(id)] > -1e10f)  // run.c's floor (also keeps NaN out)
+      heap.push({m_scores[std::size_t(id)], l, r, t[l], t[r], id});
+  };
+  for (std::size_t i = 0; i + 1 < n; ++i) offer(i, i + 1);
+  std::vector<bool> gone(n, false);
+  while (!heap.empty()) {
+    const cand c = heap.top();
+    heap.pop();
+    if (gone[c.left] || gone[c.right] || next[c.left] != c.right || t[c.left] != c.left_id || t[c.right] != c.right_id)
+      continue;
+    t[c.left] = c.merged;
+    gone[c.right] = true;
+    next[c.left] = next[c.right];
+    if (next[c.right] < n) prev[next[c.right]] = c.left;
+    offer(prev[c.left], c.left);
+    offer(c.left, next[c.left]);
   }
+  std::vector<int> merged;
+  merged.reserve(n);
+  for (std::size_t i = 0; i < n; ++i)
+    if (!gone[i]) merged.push_back(t[i]);
+  t = std::move(merged);
   if (eos) t.push_back(2);
   return t;
 }

@@ -9,11 +9,13 @@
 #include "models/compute/functional/half.h"
 #include "platform/config/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <unistd.h>
 #include <fstream>
+#include <random>
 
 using namespace kelle;
 using namespace kelle::fn;
@@ -224,6 +226,54 @@ TEST_CASE("functional: llama2.c BPE encode with merges, dummy prefix and byte fa
   (void)ab;
   CHECK_THROWS_WITH(tokenizer(dir + "/tok.bin", unsigned(v.size()) + 5),
                     Catch::Matchers::StartsWith(dir + "/tok.bin: ends after 265 tokens"));
+  std::filesystem::remove_all(dir);
+}
+
+// run.c's merge loop as run.c writes it: scan every pair, merge the best-scoring (the leftmost on
+// a tie), again until no pair joins into a piece.
+std::vector<int> runc_merges(std::vector<int> t, const std::vector<std::string>& v, const std::vector<float>& s) {
+  for (;;) {
+    float best = -1e10f;
+    int best_id = -1;
+    std::size_t at = 0;
+    for (std::size_t i = 0; i + 1 < t.size(); ++i) {
+      const auto it = std::find(v.begin(), v.end(), v[std::size_t(t[i])] + v[std::size_t(t[i + 1])]);
+      const int id = it == v.end() ? -1 : int(it - v.begin());
+      if (id >= 0 && s[std::size_t(id)] > best) best = s[std::size_t(id)], best_id = id, at = i;
+    }
+    if (best_id < 0) return t;
+    t[at] = best_id;
+    t.erase(t.begin() + std::ptrdiff_t(at) + 1);
+  }
+}
+
+TEST_CASE("functional: the BPE encoder merges as run.c's scan does, ties included", "[functional]") {
+  // Pieces over a four-letter alphabet with few distinct scores (many ties, several splits of one
+  // piece), random texts; the encoder's pieces before merging are its single characters.
+  const std::string dir = temp_dir("bpe");
+  std::mt19937 rng(7);
+  std::vector<std::string> v = {"<unk>", "<s>", "</s>"};
+  for (int b = 0; b < 256; ++b) v.push_back(std::string(1, char(b)));
+  std::vector<float> s(v.size(), 0.0f);
+  const std::string abc = "ab c";
+  while (v.size() < 259 + 60) {
+    std::string p;
+    for (std::size_t n = 2 + rng() % 4; p.size() < n;) p += abc[rng() % abc.size()];
+    if (std::find(v.begin(), v.end(), p) != v.end()) continue;
+    v.push_back(p);
+    s.push_back(-float(rng() % 8));
+  }
+  tokenizer::write(dir + "/tok.bin", v, s);
+  const tokenizer t(dir + "/tok.bin", unsigned(v.size()));
+  for (int k = 0; k < 200; ++k) {
+    std::string text;
+    for (std::size_t n = rng() % 40; text.size() < n;) text += abc[rng() % abc.size()];
+    std::vector<int> chars = {1};
+    if (!text.empty()) chars.push_back(' ' + 3);
+    for (char c : text) chars.push_back(int(static_cast<unsigned char>(c)) + 3);
+    INFO(text);
+    CHECK(t.encode(text, true, false) == runc_merges(chars, v, s));
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -8,9 +8,11 @@
 #include "firmware/schedulers/scheduler.h"
 #include "models/compute/functional/engine.h"
 #include "models/compute/functional/half.h"
+#include "platform/config/config.h"
 #include "tests/support/test_initiator.h"
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <unistd.h>
 #include <map>
@@ -35,15 +37,20 @@ const char* const tiny_yaml =
     "  decode_len: 6\n"
     "  progress: false\n";
 
-nlohmann::json run(std::vector<std::string> o, const std::string& yaml = tiny_yaml) {
+// Runs the configuration `make` returns in a child process; its results.json.
+nlohmann::json run_config(const std::function<config()>& make) {
   const std::string out = test::in_child_process([&] {
-    auto cfg = config::from_string(yaml, "functional.yaml", o);
+    auto cfg = make();
     platform p(cfg);
     p.run();
     return p.results().dump();
   });
   if (out.rfind("error: ", 0) == 0) throw std::runtime_error(out);
   return nlohmann::json::parse(out);
+}
+
+nlohmann::json run(std::vector<std::string> o, const std::string& yaml = tiny_yaml) {
+  return run_config([&] { return config::from_string(yaml, "functional.yaml", o); });
 }
 
 void matches_reference(const nlohmann::json& r) {
@@ -218,6 +225,33 @@ TEST_CASE("functional: perplexity of a text through a llama2.c model and its tok
   CHECK(q["perplexity"].get<double>() == Approx(q["reference_perplexity"].get<double>()).epsilon(0.01));
   CHECK(q["perplexity"].get<double>() > 1);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("functional: the trained model matches the reference on held-out text, far below a unigram model",
+          "[functional]") {
+  // scenarios/functional/trained.yaml on the files scripts/train-model wrote, and its record of them.
+  const std::string dir = scenarios_dir() + "/functional";
+  std::ifstream in(dir + "/trained/training.json");
+  REQUIRE(in);
+  const auto rec = nlohmann::json::parse(in);
+  const auto& chk = rec["functional_check"];
+  const auto r = run_config([&] { return config::load(dir + "/trained.yaml", {"workload.progress=false"}); });
+  matches_reference(r);
+  const auto& q = r["quality"];
+  INFO(q.dump() << "\n" << chk.dump());
+  // The platform's encoder gives the script's tokens: the tokenizer file is the one it trained with.
+  CHECK(r["functional"]["tokens"][0] == chk["tokens"]);
+  CHECK(q["perplexity_tokens"] == chk["decode_len"].get<int>() + 1);
+  // The reference (fp32 on the int8 weights) agrees with PyTorch's figure on the same int8 weights:
+  // the export's tensor names, RoPE row order and head grouping are what the platform reads.
+  CHECK(q["reference_perplexity"].get<double>() == Approx(chk["perplexity_int8"].get<double>()).epsilon(1e-3));
+  CHECK(q["perplexity"].get<double>() == Approx(q["reference_perplexity"].get<double>()).epsilon(0.01));
+  // A language model: its perplexity a small fraction of a unigram model's on the same tokens, in
+  // this window as over the whole held-out text.
+  constexpr double far_below = 0.25;
+  CHECK(q["perplexity"].get<double>() < far_below * chk["unigram_perplexity"].get<double>());
+  const auto& h = rec["held_out"];
+  CHECK(h["perplexity_int8"].get<double>() < far_below * h["unigram_perplexity"].get<double>());
 }
 
 TEST_CASE("functional: no bit flips with a uniform 45 us refresh", "[functional]") {

@@ -88,6 +88,11 @@ class memory_plan {
   arena_mark mark() const;
   void release(const arena_mark& m);
   std::uint64_t arena_free() const { return m_arena_used < m_arena.bytes ? m_arena.bytes - m_arena_used : 0; }
+  // Whether activation buffers of `live` bytes together, the largest `largest`, can never be
+  // placed at once: the error alloc() would record when they are (more than the arena and the
+  // spare DRAM hold; with the overflow allowed, a buffer larger than both the arena and the DRAM
+  // after the weights), else "". `what` says which buffers (in the error).
+  std::string activations_error(std::uint64_t live, std::uint64_t largest, const std::string& what) const;
   const region& arena() const { return m_arena; }
   // The arena's events (what sampled decode replays to predict where another pass's buffers land,
   // layer_ops::placement): `begin` (bytes: the arena's use when recording started), `alloc`

@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <systemc>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,8 +25,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
+#include <system_error>
 
 #ifndef KELLE_VP_VERSION
 #define KELLE_VP_VERSION "unknown"
@@ -52,8 +53,11 @@ const char* const result_files[] = {"results.json", "report.txt", "steps.csv", "
 
 // ---- outputs: written under a temporary name, renamed when complete ----------------------------
 // An interrupted run (SIGINT, SIGTERM) removes its temporary files and leaves the user's files as
-// they were: the old file or nothing.
-constexpr int max_temp = 8;
+// they were: the old file or nothing. Every write, the close and the rename are checked: a failure
+// (a full disk, a quota) is an error naming the file and the system's reason, and the run's
+// temporary files are removed (nothing partial is left). An output that exists and is neither a
+// file nor a folder (a device such as /dev/null or /dev/full, a pipe) is written in place.
+constexpr int max_temp = 16;
 char g_temp[max_temp][4096];
 volatile std::sig_atomic_t g_temps = 0;
 
@@ -64,12 +68,56 @@ extern "C" void on_signal(int sig) {
   std::raise(sig);
 }
 
+// "OPTION PATH: cannot write the file (REASON)": an output error, exit status 2 as every other.
+kelle::config_error write_error(const std::string& option, const fs::path& path, int err) {
+  return kelle::config_error(option + " " + path.string() + ": cannot write the file (" +
+                             std::strerror(err ? err : EIO) + ")");
+}
+
+// Writes all of `text` to `fd`; 0, or the errno of the write that failed.
+int write_all(int fd, const std::string& text) {
+  const char* p = text.data();
+  std::size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : ENOSPC;
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
+// The report on stdout, every byte checked (a full disk, a closed pipe: an error with the reason).
+void print(const std::string& text) {
+  std::cout.flush();
+  std::fflush(stdout);
+  if (const int err = write_all(STDOUT_FILENO, text))
+    throw kelle::config_error(std::string("stdout: cannot write the output (") + std::strerror(err) + ")");
+}
+
+// Whether `p` exists and is neither a regular file nor a folder (written in place, not replaced).
+bool special_file(const fs::path& p) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(p, ec);
+  return !ec && fs::exists(st) && !fs::is_regular_file(st) && !fs::is_directory(st);
+}
+
 // A temporary name beside `final` (same folder: the rename is atomic), removed on a signal or
-// when the run fails.
+// when the run fails. For a special file (special_file) the name is `final` itself: nothing to
+// rename or remove.
 struct temp_file {
   std::string path;
+  fs::path final;
+  std::string option;  // the option that named the file, for errors
   int slot = -1;
-  explicit temp_file(const fs::path& final) {
+  bool in_place = false;
+  temp_file(const fs::path& final_, const std::string& option_) : final(final_), option(option_) {
+    if (special_file(final)) {
+      in_place = true;
+      path = final.string();
+      return;
+    }
     path = (final.parent_path() / ("." + final.filename().string() + ".tmp" + std::to_string(::getpid()))).string();
     if (g_temps < max_temp && path.size() < sizeof g_temp[0]) {
       slot = g_temps;
@@ -79,11 +127,23 @@ struct temp_file {
   }
   temp_file(const temp_file&) = delete;
   temp_file& operator=(const temp_file&) = delete;
+  // Writes `text` into the temporary file: every write and the close checked.
+  void write(const std::string& text) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) throw write_error(option, final, errno);
+    if (const int err = write_all(fd, text)) {
+      ::close(fd);
+      throw write_error(option, final, err);
+    }
+    if (::close(fd) != 0 && errno != EINTR) throw write_error(option, final, errno);
+  }
   // Renames the temporary file to `final`.
-  void commit(const fs::path& final, const std::string& option) {
-    std::error_code ec;
-    fs::rename(path, final, ec);
-    if (ec) throw kelle::config_error(option + " " + final.string() + ": cannot write the file (" + ec.message() + ")");
+  void commit() {
+    if (in_place) {
+      path.clear();
+      return;
+    }
+    if (::rename(path.c_str(), final.c_str()) != 0) throw write_error(option, final, errno);
     forget();
   }
   void forget() {
@@ -92,22 +152,11 @@ struct temp_file {
     path.clear();
   }
   ~temp_file() {
-    if (path.empty()) return;
-    std::error_code ec;
-    fs::remove(path, ec);
+    if (path.empty() || in_place) return;
+    ::unlink(path.c_str());
     forget();
   }
 };
-
-void write_file_atomic(const fs::path& p, const std::string& text) {
-  temp_file t(p);
-  {
-    std::ofstream f(t.path, std::ios::binary);
-    if (!(f << text) || !(f.flush()))
-      throw std::runtime_error("-o " + p.string() + ": cannot write the file (" + std::strerror(errno) + ")");
-  }
-  t.commit(p, "-o");
-}
 
 bool same_file(const fs::path& a, const fs::path& b) {
   std::error_code e1, e2;
@@ -171,6 +220,7 @@ void check_outputs(run_options& o) {
       if (same_file(f, fs::path(o.outdir) / r))
         throw kelle::config_error("--timeline " + o.timeline.path + ": -o " + o.outdir + " writes " + r +
                                   " there; choose another file");
+  if (special_file(f)) return;  // a device or a pipe: written in place, not replaced
   if (fs::exists(f, ec) && !o.force)
     throw kelle::config_error("--timeline " + o.timeline.path + " already exists; choose another file or add --force to overwrite");
   check_creatable(fs::absolute(f, ec).parent_path(), "--timeline " + o.timeline.path);
@@ -206,12 +256,12 @@ int run(run_options& o) {
     // Started before the platform is built (the workload claims the recording window), into a
     // temporary file that becomes the user's file only when the run completes.
     make_folder(fs::path(timeline_file).parent_path(), "--timeline " + timeline_file);
-    timeline_tmp = std::make_unique<temp_file>(fs::path(timeline_file));
+    timeline_tmp = std::make_unique<temp_file>(fs::path(timeline_file), "--timeline");
     o.timeline.path = timeline_tmp->path;
     try {
       kelle::timeline::get().start(o.timeline);
-    } catch (const std::runtime_error&) {
-      throw kelle::config_error("--timeline " + timeline_file + ": cannot write the file (" + std::strerror(errno) + ")");
+    } catch (const std::system_error& e) {
+      throw write_error("--timeline", timeline_file, e.code().value());
     }
   }
   kelle::platform p(cfg);
@@ -226,22 +276,39 @@ int run(run_options& o) {
     std::fprintf(stderr, "kelle-vp: error: %s\n", one_line(p.input_error()).c_str());
     return 2;
   }
+  // Every output is written in full before any becomes the user's file: a write that fails
+  // leaves the old files (or none) and no temporary file.
+  std::uint64_t events = 0;
   if (kelle::timeline::open()) {
-    const std::uint64_t events = kelle::timeline::get().finish();
-    const std::uint64_t bytes = fs::file_size(timeline_tmp->path);
-    timeline_tmp->commit(timeline_file, "--timeline");
-    std::cerr << "Timeline written to " << timeline_file << " (" << events << " events, " << bytes
-              << " bytes, passes " << o.timeline.first_step << ".." << o.timeline.last_step << ")\n";
+    try {
+      events = kelle::timeline::get().finish();
+    } catch (const std::system_error& e) {
+      throw write_error("--timeline", timeline_file, e.code().value());
+    }
   }
   const std::string report = p.report();
-  if (!o.quiet) std::cout << report << std::flush;
+  std::vector<std::unique_ptr<temp_file>> results;
   if (!o.outdir.empty()) {
     make_folder(o.outdir, "-o " + o.outdir);
-    write_file_atomic(fs::path(o.outdir) / "results.json", p.results().dump(2) + "\n");
-    write_file_atomic(fs::path(o.outdir) / "report.txt", report);
-    for (const auto& [name, text] : p.work().extra_files()) write_file_atomic(fs::path(o.outdir) / name, text);
-    std::cerr << "Results written to " << o.outdir << "/\n";
+    auto add = [&](const std::string& name, const std::string& text) {
+      results.push_back(std::make_unique<temp_file>(fs::path(o.outdir) / name, "-o"));
+      results.back()->write(text);
+    };
+    add("results.json", p.results().dump(2) + "\n");
+    add("report.txt", report);
+    for (const auto& [name, text] : p.work().extra_files()) add(name, text);
   }
+  if (timeline_tmp) {
+    std::error_code ec;
+    const std::uint64_t bytes = timeline_tmp->in_place ? 0 : fs::file_size(timeline_tmp->path, ec);
+    timeline_tmp->commit();
+    std::cerr << "Timeline written to " << timeline_file << " (" << events << " events";
+    if (bytes) std::cerr << ", " << bytes << " bytes";
+    std::cerr << ", passes " << o.timeline.first_step << ".." << o.timeline.last_step << ")\n";
+  }
+  for (auto& r : results) r->commit();
+  if (!o.quiet) print(report);
+  if (!o.outdir.empty()) std::cerr << "Results written to " << o.outdir << "/\n";
   return 0;
 }
 
@@ -280,11 +347,24 @@ int op(const op_options& o) {
   p.run();
   const auto r = p.results();
   if (o.json) {
-    std::cout << r["op"].dump(2) << std::endl;
+    print(r["op"].dump(2) + "\n");
   } else {
-    std::cout << p.report() << std::flush;
+    print(p.report());
   }
   return r["op"]["status"] == "ok" ? 0 : 1;
+}
+
+// What a command printed on stdout (the report, a listing, check's line) is an output too: a write
+// that failed (a full disk) is an error with the system's reason.
+int checked_stdout(int rc) {
+  errno = 0;
+  std::cout.flush();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
+    const int err = errno ? errno : EIO;
+    std::fprintf(stderr, "kelle-vp: error: stdout: cannot write the output (%s)\n", std::strerror(err));
+    return rc ? rc : 2;
+  }
+  return rc;
 }
 
 std::string one_line(std::string m) {
@@ -396,10 +476,10 @@ int sc_main(int argc, char* argv[]) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_signal);
   try {
     for (const auto& p : plugins) kelle::load_plugin(p, "command line --plugin");
-    if (*list_cmd) return list(kind);
-    if (*op_cmd) return op(oo);
-    if (*check_cmd) return run(co);
-    return run(ro);
+    if (*list_cmd) return checked_stdout(list(kind));
+    if (*op_cmd) return checked_stdout(op(oo));
+    if (*check_cmd) return checked_stdout(run(co));
+    return checked_stdout(run(ro));
   } catch (const kelle::config_error& e) {
     std::fprintf(stderr, "kelle-vp: error: %s\n", one_line(e.what()).c_str());
     return 2;

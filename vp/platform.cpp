@@ -24,6 +24,10 @@ platform::platform(config& cfg) : m_cfg(cfg) {
   // The scenario's plugins first: their models enter the registries the system is built from.
   for (const auto& [path, where] : cfg.plugins()) load_plugin(path, where);
   config_node root = cfg.root();
+  // The top level's keys (the llm workload reads the last four): a misspelt one is named, with the
+  // nearest of these, before a required key it leaves missing.
+  root.declare({"name", "description", "seed", "sim", "tech", "system", "workload", "plugins", "scheduler", "mode",
+                "policy", "functional"});
   const std::string stem =
       cfg.main_file().empty() ? "scenario" : std::filesystem::path(cfg.main_file()).stem().string();
   m_name = root.get_string("name", stem, "a name for the scenario");
@@ -34,7 +38,7 @@ platform::platform(config& cfg) : m_cfg(cfg) {
                                   "simulated seconds after which an unfinished run is an error", 1e-12);
 
   if (!root.has("tech"))
-    root.fail("tech", "missing; expected a map (name a system, system: kelle_edram, or include a technology file)");
+    root.missing("tech", "a map (name a system, system: kelle_edram, or include a technology file)");
   const config_node tech = root.child("tech");
   tech.get_double("node_nm", 65, "technology node in nm", 1);
   tech.get_double("temperature_C", 105, "temperature the figures are given for, C");

@@ -100,6 +100,10 @@ class llm_workload : public workload {
   void progress(const char* phase, unsigned step, unsigned steps);
   // Input error when the system's SFU would refuse a row command the run needs.
   void check_sfu_rows(const workload_args& a, std::uint64_t keys) const;
+  // Input error when a block would refuse a command of the run at the sizes the workload asks
+  // for (the SFU's rows and elements, the array's dimensions, the evictor's slots), or when the
+  // activations a pass needs at once cannot be placed: checked before the run, naming the keys.
+  void check_commands(const workload_args& a, std::uint64_t kv_tokens) const;
 
   model_shape m_model;
   unsigned m_batch;

@@ -222,6 +222,18 @@ region memory_plan::alloc(std::uint64_t bytes) {
   return r;
 }
 
+std::string memory_plan::activations_error(std::uint64_t live, std::uint64_t largest, const std::string& what) const {
+  const auto mib = [](std::uint64_t b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; };
+  if (m_allow_overflow) {
+    if (largest <= arena().bytes || largest <= m_fold_bytes) return {};
+    return m_spill_error + " (" + what + ": a buffer of " + mib(largest) + ", more than the " + mib(m_fold_bytes) +
+           " of " + m_dram + " after the weights)";
+  }
+  if (live <= arena().bytes + m_spill.bytes) return {};
+  return m_spill_error + " (" + what + ": at least " + mib(live) + " at once; the arena and the spare " + m_dram +
+         " hold " + mib(arena().bytes + m_spill.bytes) + ")";
+}
+
 std::uint64_t memory_plan::reserve_top(std::uint64_t bytes) {
   if (bytes > m_spill.bytes - m_spill_used)
     throw std::runtime_error(std::to_string(bytes >> 20) + " MiB wanted, " +

@@ -84,6 +84,11 @@ class memory_plan {
   }
   std::uint64_t arena_free() const { return m_act.free(); }
   const region& arena() const { return m_act.where(); }
+  // Whether activation buffers of `live` bytes together, the largest `largest`, can never be
+  // placed at once: the error alloc() would record when they are (more than the arena and the
+  // spare DRAM hold; with the overflow allowed, a buffer larger than both the arena and the DRAM
+  // after the weights), else "". `what` says which buffers (in the error).
+  std::string activations_error(std::uint64_t live, std::uint64_t largest, const std::string& what) const;
   // The arena itself: what sampled decode records and asks where another pass's buffers land.
   activation_arena& act() { return m_act; }
   const activation_arena& act() const { return m_act; }

@@ -78,10 +78,26 @@ op_workload::op_workload(const sc_core::sc_module_name& name, const workload_arg
       p.fail(keys[i], "no memory named '" + m_operand_memory[i] + "' (expected one of: " +
                           a.platform.memory_names() + ")");
     std::uint64_t& off = next[m_operand_memory[i]];
-    if (off + bytes[i] > mem->capacity_bytes())
-      p.fail(keys[i], "the operands (" + std::to_string(off + bytes[i]) + " B) do not fit in " +
-                          m_operand_memory[i] + " (" + std::to_string(mem->capacity_bytes()) +
-                          " B); place them elsewhere, e.g. -p workload." + keys[i] + "=dram");
+    if (off + bytes[i] > mem->capacity_bytes()) {
+      // Where it would fit (beside the operands already there), other than where it is: the
+      // largest such memory; none: the command is too large for this system.
+      std::string other;
+      std::uint64_t other_free = 0;
+      for (memory_target* m : a.platform.memory_targets()) {
+        const std::string n = m->basename();
+        const std::uint64_t used = next.count(n) ? next[n] : 0;
+        const std::uint64_t free = m->capacity_bytes() > used ? m->capacity_bytes() - used : 0;
+        if (n != m_operand_memory[i] && free >= bytes[i] && free > other_free) {
+          other = n;
+          other_free = free;
+        }
+      }
+      p.fail(keys[i], "the operands (" + std::to_string(off + bytes[i]) + " B) do not fit in " + m_operand_memory[i] +
+                          " (" + std::to_string(mem->capacity_bytes()) + " B); " +
+                          (other.empty() ? "no memory of this system holds operand " + std::string(1, char('a' + i)) +
+                                               " (" + std::to_string(bytes[i]) + " B): reduce m, k or n"
+                                         : "place them elsewhere, e.g. -p workload." + std::string(keys[i]) + "=" + other));
+    }
     *addr[i] = a.platform.interconnect().base_of(m_operand_memory[i]) + off;
     off += (bytes[i] + 63) / 64 * 64;
   }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 
 namespace fs = std::filesystem;
@@ -156,6 +157,166 @@ std::string line_of(const std::string& name, const YAML::Mark& m) {
   return name + ":" + std::to_string(m.line + 1);
 }
 
+// yaml-cpp's terse messages, as what was expected there (the caller names the file and line).
+std::string yaml_problem(const YAML::Exception& e) {
+  if (const auto* d = dynamic_cast<const YAML::DeepRecursion*>(&e))
+    return "lists and maps nested too deep here (yaml-cpp stops at depth " + std::to_string(d->depth()) +
+           "; a scenario nests at most " + std::to_string(config_limits::nesting) +
+           " levels): expected the ']' or '}' that closes them";
+  static const std::pair<const char*, const char*> said[] = {
+      {"end of map flow not found", "expected ',' or '}' here (a flow map '{ ...' is not closed)"},
+      {"end of sequence flow not found", "expected ',' or ']' here (a flow list '[ ...' is not closed)"},
+      {"end of map not found",
+       "expected 'key: value' at the indentation of the map above, or less indentation to end it"},
+      {"end of sequence not found",
+       "expected '- item' at the indentation of the list above, or less indentation to end it"},
+      {"illegal map value",
+       "unexpected ':' (expected a value; a value holding ': ' must be quoted, and a nested map starts on a new line)"},
+      {"illegal map key", "unexpected '?' (expected a plain 'key: value')"},
+      {"illegal block entry", "unexpected '- ' (expected 'key: value' here; a list item needs a key above it)"},
+      {"illegal flow end", "unexpected ']' or '}' (no '[' or '{' is open here)"},
+      {"illegal tab when looking for indentation", "a tab in the indentation (expected spaces: YAML indents with spaces)"},
+      {"unknown token", "unexpected character (expected a key, a value, '- ', '[' or '{')"},
+      {"illegal EOF in scalar", "the file ends inside a quoted value (expected its closing quote)"},
+      {"illegal document indicator in scalar", "'---' or '...' inside a quoted value (expected its closing quote first)"},
+      {"end of verbatim tag not found", "expected '>' to close the tag '!<...'"},
+      {"alias not found after *", "expected an anchor name after '*'"},
+      {"anchor not found after &", "expected an anchor name after '&'"},
+      {"the referenced anchor is not defined", "an alias '*NAME' whose anchor '&NAME' is not defined before it"},
+  };
+  for (const auto& [from, to] : said)
+    if (e.msg == from) return to;
+  return e.msg;
+}
+
+// ---- near misses of a key: "did you mean" ----------------------------------------------------
+
+// The code points of UTF-8 text (a byte that does not decode counts as one code point of its own).
+std::u32string code_points(const std::string& s) {
+  std::u32string out;
+  for (std::size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    char32_t v = n == 1 ? c : n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
+    bool ok = n > 0 && i + n <= s.size();
+    for (int k = 1; ok && k < n; ++k) {
+      const unsigned char t = static_cast<unsigned char>(s[i + k]);
+      ok = (t >> 6) == 2;
+      v = (v << 6) | (t & 0x3f);
+    }
+    out.push_back(ok ? v : 0xDC00 + c);  // an undecodable byte: a code point no letter imitates
+    i += ok ? n : 1;
+  }
+  return out;
+}
+
+// The ASCII character a code point imitates (Cyrillic and Greek letters, fullwidth forms, ...);
+// 0 for an invisible one (zero-width space, soft hyphen), the code point itself for any other.
+char32_t look_alike(char32_t c) {
+  if (c < 0x80) return c;
+  if (c >= 0xFF01 && c <= 0xFF5E) return c - 0xFF01 + 0x21;  // fullwidth ASCII
+  static const std::pair<char32_t, char> table[] = {
+      // Cyrillic
+      {0x0430, 'a'}, {0x0435, 'e'}, {0x043E, 'o'}, {0x0440, 'p'}, {0x0441, 'c'}, {0x0443, 'y'}, {0x0445, 'x'},
+      {0x0455, 's'}, {0x0456, 'i'}, {0x0458, 'j'}, {0x04BB, 'h'}, {0x04CF, 'l'}, {0x0501, 'd'}, {0x051B, 'q'},
+      {0x051D, 'w'}, {0x0410, 'A'}, {0x0412, 'B'}, {0x0415, 'E'}, {0x041A, 'K'}, {0x041C, 'M'}, {0x041D, 'H'},
+      {0x041E, 'O'}, {0x0420, 'P'}, {0x0421, 'C'}, {0x0422, 'T'}, {0x0423, 'Y'}, {0x0425, 'X'}, {0x0405, 'S'},
+      {0x0406, 'I'}, {0x0408, 'J'},
+      // Greek
+      {0x03B1, 'a'}, {0x03B3, 'y'}, {0x03B9, 'i'}, {0x03BA, 'k'}, {0x03BD, 'v'}, {0x03BF, 'o'}, {0x03C1, 'p'},
+      {0x03C5, 'u'}, {0x03C7, 'x'}, {0x0391, 'A'}, {0x0392, 'B'}, {0x0395, 'E'}, {0x0396, 'Z'}, {0x0397, 'H'},
+      {0x0399, 'I'}, {0x039A, 'K'}, {0x039C, 'M'}, {0x039D, 'N'}, {0x039F, 'O'}, {0x03A1, 'P'}, {0x03A4, 'T'},
+      {0x03A5, 'Y'}, {0x03A7, 'X'},
+      // Latin and punctuation
+      {0x0131, 'i'}, {0x0269, 'i'}, {0x01C0, 'l'}, {0x2113, 'l'}, {0x00A0, ' '}, {0x2010, '-'}, {0x2011, '-'},
+      {0x2012, '-'}, {0x2013, '-'}, {0x2212, '-'}, {0x02CD, '_'}, {0x2017, '_'},
+      // invisible
+      {0x00AD, 0}, {0x200B, 0}, {0x200C, 0}, {0x200D, 0}, {0x2060, 0}, {0xFEFF, 0}};
+  for (const auto& [from, to] : table)
+    if (from == c) return static_cast<char32_t>(static_cast<unsigned char>(to));
+  return c;
+}
+
+std::string hex_code_point(char32_t c) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "U+%04X", static_cast<unsigned>(c >= 0xDC80 && c < 0xDD00 ? c - 0xDC00 : c));
+  return buf;
+}
+
+std::string utf8(char32_t c) {
+  std::string s;
+  if (c >= 0xDC80 && c < 0xDD00) return std::string(1, static_cast<char>(c - 0xDC00));  // an undecodable byte
+  if (c < 0x80) {
+    s += static_cast<char>(c);
+  } else if (c < 0x800) {
+    s += static_cast<char>(0xC0 | (c >> 6));
+    s += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    s += static_cast<char>(0xE0 | (c >> 12));
+    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    s += static_cast<char>(0xF0 | ((c >> 18) & 0x07));
+    s += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (c & 0x3F));
+  }
+  return s;
+}
+
+// Optimal string alignment distance (Levenshtein with transpositions) of two code point strings.
+std::size_t edit_distance(const std::u32string& a, const std::u32string& b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i)
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+struct near_miss {
+  std::string match;      // the valid key (empty: none near)
+  std::size_t distance = 0;
+  std::string note;       // what in the key is not what it looks like (" (its 'о' is U+043E, ...)")
+};
+
+// The valid key nearest to `key`: the same once look-alike characters are read as what they
+// imitate, or within a few edits (a transposition is one), or a prefix of it.
+near_miss nearest(const std::string& key, const std::set<std::string>& valid) {
+  near_miss r;
+  if (key.size() > 200) return r;  // not a typo of a key name
+  const std::u32string raw = code_points(key);
+  std::u32string skel;
+  for (char32_t c : raw) {
+    const char32_t a = look_alike(c);
+    if (r.note.empty() && a == 0) r.note = " (it holds the invisible character " + hex_code_point(c) + ")";
+    if (r.note.empty() && a != c && a != 0)
+      r.note = " (its '" + utf8(c) + "', " + hex_code_point(c) + ", looks like '" + std::string(1, char(a)) + "' and is not)";
+    if (r.note.empty() && a >= 0x80) r.note = " (it holds the non-ASCII character " + hex_code_point(c) + ")";
+    if (a) skel.push_back(a);
+  }
+  std::size_t best = ~std::size_t(0);
+  for (const auto& v : valid) {
+    if (v == key || v.size() > 200) continue;  // the key itself is not a suggestion
+    const std::u32string cand = code_points(v);
+    const std::size_t allowed = cand.size() <= 3 ? 1 : cand.size() <= 6 ? 2 : 3;
+    const bool prefix = skel.size() >= 3 && cand.size() > skel.size() && cand.compare(0, skel.size(), skel) == 0;
+    const std::size_t gap = skel.size() > cand.size() ? skel.size() - cand.size() : cand.size() - skel.size();
+    if (!prefix && gap > allowed) continue;  // too far apart to be a typo (and not worth the distance)
+    const std::size_t d = prefix ? std::min<std::size_t>(2, edit_distance(skel, cand)) : edit_distance(skel, cand);
+    if (d <= allowed && d < best) {
+      best = d;
+      r.match = v;
+      r.distance = d;
+    }
+  }
+  if (r.match.empty()) r.note.clear();
+  return r;
+}
+
 // What yaml-cpp accepts without a word and a user would not mean: a key given twice (the first
 // would win), a key that is not a plain name (a map or list as a key), a key with a dot (it
 // reads as a path on the command line, never in a file).
@@ -297,9 +458,9 @@ struct loader {
                            ": a second YAML document ('---'); a scenario file holds one (use include: for more files)");
       if (docs.documents == 1) n = YAML::Load(text);
     } catch (const YAML::ParserException& e) {
-      throw config_error(line_of(name, e.mark) + ": YAML syntax error: " + e.msg);
+      throw config_error(line_of(name, e.mark) + ": YAML syntax error: " + yaml_problem(e));
     } catch (const YAML::Exception& e) {  // e.g. an alias to an anchor not defined
-      throw config_error(line_of(name, e.mark) + ": YAML error: " + e.msg);
+      throw config_error(line_of(name, e.mark) + ": YAML error: " + yaml_problem(e));
     }
     if (!n.IsDefined() || n.IsNull()) return YAML::Node(YAML::NodeType::Map);
     if (!n.IsMap())
@@ -452,7 +613,7 @@ void config::apply_override(const std::string& assignment) {
     count_documents(text);
     value = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    throw config_error(where + ": the value is not valid YAML: " + e.msg);
+    throw config_error(where + ": the value is not valid YAML: " + yaml_problem(e));
   }
   std::uint64_t budget = config_limits::nodes;
   if (const std::string why = oversize(value, budget); !why.empty())
@@ -533,12 +694,19 @@ void config::check_all_used() const {
         const std::string p = join(path, kv.first.Scalar());
         if (!c.m_used.count(p)) {
           std::string known;
+          std::set<std::string> valid;
           auto it = c.m_asked.find(path);
           if (it != c.m_asked.end())
-            for (const auto& k : it->second) known += (known.empty() ? "" : ", ") + k;
+            for (const auto& k : it->second) {
+              known += (known.empty() ? "" : ", ") + k;
+              valid.insert(k);
+            }
+          if (auto d = c.m_declared.find(path); d != c.m_declared.end()) valid.insert(d->second.begin(), d->second.end());
+          const near_miss near = nearest(kv.first.Scalar(), valid);
           std::string where = c.where(p);
           if (where.empty()) where = c.m_main_file.empty() ? "<scenario>" : c.m_main_file;
-          throw config_error(where + ": unknown key '" + p + "'" +
+          throw config_error(where + ": unknown key '" + p + "'" + near.note +
+                             (near.match.empty() ? std::string() : "; did you mean '" + join(path, near.match) + "'?") +
                              (known.empty() ? std::string(" (nothing reads keys here)")
                                             : " (expected one of: " + known + ")"));
         }
@@ -572,6 +740,48 @@ std::string config_node::error_text(const std::string& key, const std::string& m
 
 void config_node::fail(const std::string& key, const std::string& message) const {
   throw config_error(error_text(key, message));
+}
+
+void config_node::declare(const std::vector<std::string>& keys) const {
+  m_cfg->m_declared[m_path].insert(keys.begin(), keys.end());
+}
+
+void config_node::missing(const std::string& key, const std::string& expected) const {
+  // A key of this map that nothing has read and that is a near miss of a valid one (the missing
+  // key first): the typo is what the user should see, not the missing key it left.
+  const YAML::Node n = find(m_cfg->m_root, m_path);
+  if (n.IsMap()) {
+    std::set<std::string> valid{key};
+    if (auto a = m_cfg->m_asked.find(m_path); a != m_cfg->m_asked.end()) valid.insert(a->second.begin(), a->second.end());
+    if (auto d = m_cfg->m_declared.find(m_path); d != m_cfg->m_declared.end())
+      valid.insert(d->second.begin(), d->second.end());
+    std::string typo;
+    near_miss best;
+    std::size_t seen = 0;
+    for (const auto& kv : n) {
+      if (++seen > 1000) break;  // a typo is among the first keys of a map a person wrote
+      if (!kv.first.IsScalar()) continue;
+      const std::string& k = kv.first.Scalar();
+      if (valid.count(k) || m_cfg->m_used.count(key_path(k))) continue;
+      // One edit at most (or look-alike letters): a key not read yet may be a valid one read
+      // later (tech.sfu's silu beside a missing gelu), and it is the typo only when that close.
+      const near_miss m = nearest(k, valid);
+      if (m.match.empty() || m.distance > 1) continue;
+      // The missing key's own typo first, then the nearest.
+      const auto rank = [&](const near_miss& x) { return 2 * x.distance + (x.match == key ? 0 : 1); };
+      if (typo.empty() || rank(m) < rank(best)) {
+        typo = k;
+        best = m;
+      }
+    }
+    if (!typo.empty()) {
+      std::string where = m_cfg->where(key_path(typo));
+      if (where.empty()) where = m_cfg->m_main_file.empty() ? "<scenario>" : m_cfg->m_main_file;
+      throw config_error(where + ": unknown key '" + key_path(typo) + "'" + best.note + "; did you mean '" +
+                         key_path(best.match) + "'? (" + key_path(key) + ": missing)");
+    }
+  }
+  fail(key, "missing; expected " + expected);
 }
 
 namespace {
@@ -646,7 +856,7 @@ double config_node::read_double(const std::string& key, double def, const std::s
 
 double config_node::require_double(const std::string& key, const std::string& expected, double min,
                                    double max) const {
-  if (!lookup(key).IsDefined()) fail(key, "missing; expected " + expected);
+  if (!lookup(key).IsDefined()) missing(key, expected);
   return get_double(key, 0.0, expected, min, max);
 }
 
@@ -686,7 +896,7 @@ std::uint64_t config_node::get_uint(const std::string& key, std::uint64_t def,
 
 std::uint64_t config_node::require_uint(const std::string& key, const std::string& expected,
                                         std::uint64_t min, std::uint64_t max) const {
-  if (!lookup(key).IsDefined()) fail(key, "missing; expected " + expected);
+  if (!lookup(key).IsDefined()) missing(key, expected);
   return get_uint(key, 0, expected, min, max);
 }
 
@@ -714,12 +924,16 @@ std::string config_node::get_string(const std::string& key, const std::string& d
 std::string config_node::get_path(const std::string& key, const std::string& def,
                                   const std::string& expected) const {
   const std::string v = get_string(key, def, expected);
-  if (v.empty() || fs::path(v).is_absolute()) return v;
-  return (fs::path(m_cfg->base_dir(key_path(key))) / v).lexically_normal().string();
+  if (v.empty()) return v;
+  const std::string p =
+      fs::path(v).is_absolute() ? v : (fs::path(m_cfg->base_dir(key_path(key))) / v).lexically_normal().string();
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) fail(key, p + ": is a folder, expected " + expected);
+  return p;
 }
 
 std::string config_node::require_path(const std::string& key, const std::string& expected) const {
-  if (!lookup(key).IsDefined()) fail(key, "missing; expected " + expected);
+  if (!lookup(key).IsDefined()) missing(key, expected);
   const std::string v = get_path(key, "", expected);
   if (v.empty()) fail(key, "expected " + expected + ", got an empty name");
   return v;
@@ -731,7 +945,7 @@ std::string config_node::origin(const std::string& key) const {
 }
 
 std::string config_node::require_string(const std::string& key, const std::string& expected) const {
-  if (!lookup(key).IsDefined()) fail(key, "missing; expected " + expected);
+  if (!lookup(key).IsDefined()) missing(key, expected);
   return get_string(key, "", expected);
 }
 
@@ -749,13 +963,13 @@ std::string config_node::require_choice(const std::string& key,
                                         const std::vector<std::string>& allowed) const {
   std::string list;
   for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-  if (!lookup(key).IsDefined()) fail(key, "missing; expected one of: " + list);
+  if (!lookup(key).IsDefined()) missing(key, "one of: " + list);
   return get_choice(key, "", allowed);
 }
 
 config_node config_node::child(const std::string& key) const {
   const YAML::Node n = lookup(key);
-  if (!n.IsDefined()) fail(key, "missing; expected a map");
+  if (!n.IsDefined()) missing(key, "a map");
   if (!n.IsMap()) fail(key, std::string("expected a map, got ") + kind_of(n));
   mark(key);
   return config_node(*m_cfg, key_path(key));

@@ -85,6 +85,13 @@ class config_node {
   std::string key_path(const std::string& key) const;
   // Throws a config_error for `key` that names its file and line.
   [[noreturn]] void fail(const std::string& key, const std::string& message) const;
+  // A required `key` that is absent: "KEY: missing; expected EXPECTED", unless a key of this map
+  // that nothing has read is one edit from a valid one (a typo, a transposition) or the same with
+  // look-alike Unicode letters: that key is named first, with the valid key ("did you mean ...").
+  [[noreturn]] void missing(const std::string& key, const std::string& expected) const;
+  // Keys this map may hold that are read later or elsewhere (the top level's, say): the names a
+  // near miss is compared with, besides the keys read so far. Marks nothing as read.
+  void declare(const std::vector<std::string>& keys) const;
   // The text fail() would throw.
   std::string error_text(const std::string& key, const std::string& message) const;
 
@@ -154,6 +161,7 @@ class config {
   std::map<std::string, std::string> m_origin;             // path -> "file:line"
   std::set<std::string> m_used;                            // paths read by a model
   std::map<std::string, std::set<std::string>> m_asked;    // map path -> keys asked there
+  std::map<std::string, std::set<std::string>> m_declared; // map path -> keys declared there
 };
 
 // The folder that holds the built-in scenarios, systems, tasks and the technology file.

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <system_error>
 
 namespace kelle {
 
@@ -66,7 +67,7 @@ void timeline::start(const timeline_options& o) {
   *this = timeline();
   m_opt = o;
   m_file = std::fopen(o.path.c_str(), "w");
-  if (!m_file) throw std::runtime_error(o.path + ": cannot write the timeline (" + std::strerror(errno) + ")");
+  if (!m_file) throw std::system_error(errno, std::generic_category(), o.path + ": cannot write the timeline");
   m_buffer.resize(1 << 20);
   std::setvbuf(m_file, m_buffer.data(), _IOFBF, m_buffer.size());
   std::fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", m_file);
@@ -74,7 +75,14 @@ void timeline::start(const timeline_options& o) {
   update_on();
 }
 
-void timeline::update_on() { s_on = s_open && !m_capped && (!m_windowed || m_window); }
+void timeline::update_on() { s_on = s_open && !m_capped && !m_write_errno && (!m_windowed || m_window); }
+
+void timeline::note_write_error() {
+  // The first failed write's reason (a full disk): recording stops, finish() reports it.
+  if (m_write_errno || !m_file || !std::ferror(m_file)) return;
+  m_write_errno = errno ? errno : EIO;
+  update_on();
+}
 
 void timeline::claim_window() {
   m_windowed = true;
@@ -156,6 +164,7 @@ void timeline::write_event(const char* ph, int pid, int tid, const std::string& 
   if (dur) std::fprintf(m_file, ",\"dur\":%.6f", us(*dur));
   if (!args.empty()) std::fprintf(m_file, ",\"args\":{%s}", args.c_str());
   std::fputc('}', m_file);
+  if (std::ferror(m_file)) note_write_error();
 }
 
 void timeline::complete(track t, const std::string& name, const sc_core::sc_time& start, const sc_core::sc_time& end,
@@ -279,12 +288,14 @@ std::uint64_t timeline::finish() {
     m("thread_sort_index", t.pid, t.tid, "\"sort_index\":" + std::to_string(t.tid));
   }
   std::fputs("\n]}\n", m_file);
-  const bool ok = std::fflush(m_file) == 0;
-  std::fclose(m_file);
+  note_write_error();
+  if (std::fflush(m_file) != 0 && !m_write_errno) m_write_errno = errno ? errno : EIO;
+  note_write_error();
+  if (std::fclose(m_file) != 0 && !m_write_errno) m_write_errno = errno ? errno : EIO;
   m_file = nullptr;
   s_open = false;
   update_on();
-  if (!ok) throw std::runtime_error(m_opt.path + ": cannot write the timeline");
+  if (m_write_errno) throw std::system_error(m_write_errno, std::generic_category(), m_opt.path + ": cannot write the timeline");
   if (m_capped)
     spdlog::warn("timeline: {} holds the first {} events only (--timeline-max-events); narrow --timeline-steps",
                  m_opt.path, m_opt.max_events);

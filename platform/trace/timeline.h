@@ -43,10 +43,12 @@ class timeline {
   // informed even outside the window, so values are right when it opens.
   static bool open() { return s_open; }
 
-  // Opens (truncates) the file; throws std::runtime_error if it cannot be written.
+  // Opens (truncates) the file; throws std::system_error (the system's reason) if it cannot.
   void start(const timeline_options& o);
   // Closes open spans at the current simulated time, writes the track names and the footer.
   // Returns the number of events written (metadata included). No-op when nothing is open.
+  // Throws std::system_error with the reason of the first write, flush or close that failed (a
+  // full disk: recording stops at that write).
   std::uint64_t finish();
   const timeline_options& options() const { return m_opt; }
   std::uint64_t events() const { return m_events; }
@@ -115,6 +117,8 @@ class timeline {
   void write_event(const char* ph, int pid, int tid, const std::string& name, const sc_core::sc_time& ts,
                    const sc_core::sc_time* dur, const std::string& args);
   void update_on();
+  // Records the reason of the first failed write (errno) once the file's error flag is set.
+  void note_write_error();
 
   static inline bool s_on = false;
   static inline bool s_open = false;
@@ -125,6 +129,7 @@ class timeline {
   bool m_windowed = false;
   bool m_window = false;
   bool m_capped = false;
+  int m_write_errno = 0;  // the first failed write's errno (0: none)
   std::uint64_t m_events = 0;
   bool m_first = true;
   std::map<std::string, int> m_pids;

@@ -37,7 +37,23 @@ for _ in $(seq 50); do ls -a "$work/new" 2>/dev/null | grep -q '\.tmp' && break;
 kill -INT $pid; wait $pid
 [ -e "$work/new/t.json" ] && fail "an interrupted run left $work/new/t.json"
 ls -a "$work/new" | grep -q '\.tmp' && fail "a temporary file was left in $work/new"
-# 6. a completed run replaces both, with valid JSON and no temporary file
+# 6. a write that fails (files limited to 20 KiB: results.json is larger, the timeline is not): an
+# error with the file and the system's reason (exit status 2); every output stays as it was (the
+# timeline, written in full, is not renamed either) and no temporary file is left
+(ulimit -f 20; trap '' XFSZ; exec "$vp" run "$stream" -q -p workload.total_bytes=65536 --timeline "$work/t.json" \
+  -o "$work/o" --force) >"$work/full.out" 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "a failed write exited $rc: $(cat "$work/full.out")"
+grep -q "^kelle-vp: error: -o $work/o/results.json: cannot write the file (File too large)$" "$work/full.out" \
+  || fail "no write error: $(cat "$work/full.out")"
+cmp_old "$work/t.json" "failed write"; cmp_old "$work/o/results.json" "failed write"
+ls -a "$work" "$work/o" | grep -q '\.tmp' && fail "a temporary file was left after a failed write"
+[ -e "$work/o/report.txt" ] && fail "a failed write left report.txt"
+# 7. the report on a full stdout: an error, not a silent loss
+"$vp" run "$stream" -p workload.total_bytes=65536 >/dev/full 2>"$work/stdout.err"; rc=$?
+[ $rc -eq 2 ] || fail "a report on a full stdout exited $rc"
+grep -q "^kelle-vp: error: stdout: cannot write the output (No space left on device)$" "$work/stdout.err" \
+  || fail "no stdout error: $(cat "$work/stdout.err")"
+# 8. a completed run replaces both, with valid JSON and no temporary file
 "$vp" run "$stream" -q -p workload.total_bytes=65536 --timeline "$work/t.json" -o "$work/o" --force >/dev/null 2>&1 \
   || fail "the run failed"
 python3 -c "import json,sys; json.load(open(sys.argv[1])); json.load(open(sys.argv[2]))" "$work/t.json" "$work/o/results.json" \

@@ -79,6 +79,50 @@ TEST_CASE("config: an unknown key names its file, line, path and the keys expect
   CHECK_THAT(e, Contains("bandwidth_GBps"));
 }
 
+TEST_CASE("config: an unknown key near a valid one is named with it, before the key it leaves missing", "[config]") {
+  // A transposition, a look-alike letter (Cyrillic o), a zero-width space: each the nearest valid key.
+  config c = config::from_string("wrokload: 1\n", "t.yaml");
+  auto root = c.root();
+  CHECK(error_of([&] { root.child("workload"); }) ==
+        "t.yaml:1: unknown key 'wrokload'; did you mean 'workload'? (workload: missing)");
+  config c2 = config::from_string("\xd0\xbe: 1\nw\xd0\xberkload: {x: 1}\n", "u.yaml");
+  CHECK(error_of([&] { c2.root().require_uint("workload", "a count"); }) ==
+        "u.yaml:2: unknown key 'w\xd0\xberkload' (its '\xd0\xbe', U+043E, looks like 'o' and is not); did you mean "
+        "'workload'? (workload: missing)");
+  config c3 = config::from_string("ba\xe2\x80\x8btch: 1\n", "z.yaml");
+  auto r3 = c3.root();
+  r3.get_uint("batch", 1, "a count");
+  CHECK_THAT(error_of([&] { c3.check_all_used(); }),
+             Contains("unknown key 'ba\xe2\x80\x8btch' (it holds the invisible character U+200B); did you mean 'batch'?"));
+  // Nothing near: the missing key is what is reported; a declared key is a candidate too.
+  config c4 = config::from_string("foo: 1\nsytem: x\n", "v.yaml");
+  auto r4 = c4.root();
+  CHECK_THAT(error_of([&] { r4.child("tech"); }), Contains(": tech: missing; expected a map"));
+  r4.declare({"system"});
+  CHECK(error_of([&] { r4.child("tech"); }) == "v.yaml:2: unknown key 'sytem'; did you mean 'system'? (tech: missing)");
+  // A key not read yet two edits from the missing one may be valid (read later): not named.
+  config c5 = config::from_string("e: {silu: 1}\n", "w.yaml");
+  CHECK_THAT(error_of([&] { c5.root().child("e").require_double("gelu", "an energy"); }),
+             Contains("e.gelu: missing; expected an energy"));
+}
+
+TEST_CASE("config: a folder where a file is expected is refused as a folder", "[config]") {
+  temp_dir d;
+  d.write("sub/x.txt", "x");
+  config c = config::from_string("f: " + (d.path / "sub").string() + "\n", "t.yaml");
+  CHECK_THAT(error_of([&] { c.root().get_path("f", "", "a text file"); }),
+             Contains("t.yaml:1: f: " + (d.path / "sub").string() + ": is a folder, expected a text file"));
+}
+
+TEST_CASE("config: YAML syntax errors say what was expected where", "[config]") {
+  CHECK_THAT(error_of([] { config::from_string("a: {b: 1\n", "t.yaml"); }),
+             Contains("t.yaml:2: YAML syntax error: expected ',' or '}' here (a flow map '{ ...' is not closed)"));
+  CHECK_THAT(error_of([] { config::from_string("a: " + std::string(3000, '[') + std::string(3000, ']') + "\n", "t.yaml"); }),
+             Contains("t.yaml:1: YAML syntax error: lists and maps nested too deep here"));
+  CHECK_THAT(error_of([] { config::from_string("a: 1\n", "t.yaml", {"b=[1,"}); }),
+             Contains("command line -p b=[1,: the value is not valid YAML: expected ',' or ']' here"));
+}
+
 TEST_CASE("config: wrong types, ranges and missing keys are errors with the key path", "[config]") {
   config c = config::from_string("m: {n: many, x: -3, list: [1, 2], flag: maybe}\n", "t.yaml");
   auto m = c.root().child("m");

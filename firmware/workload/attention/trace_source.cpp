@@ -32,6 +32,9 @@ float get_f32(const unsigned char* p) {
 }  // namespace
 
 attention_trace attention_trace::read(const std::string& file) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec))
+    throw std::runtime_error(file + ": is a folder, expected an attention trace file (.katt)");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw std::runtime_error(file + ": cannot open the attention trace");
   unsigned char head[28];

@@ -57,6 +57,7 @@ class evictor : public compute_block, public score_listener {
   nlohmann::json last_command_report() const override { return m_last; }
 
   std::uint64_t max_heads() const { return m_max_heads; }
+  std::uint64_t max_slots() const { return m_max_slots; }  // KV slots per head (a command's k at most)
   std::uint64_t victim_select_heads() const override { return m_max_heads; }
   double work_cycles_at_peak() const override { return m_active_cycles.value(); }
   std::uint64_t select_cycles() const { return m_select_cycles; }

@@ -64,7 +64,6 @@ std::array<std::uint64_t, 4> rsa::operand_bytes(const command& c) const {
 
 cmd_status rsa::validate(const command& c) const {
   if (c.op != opcode::gemm && c.op != opcode::gemm_transposed) return cmd_status::bad_opcode;
-  constexpr std::uint32_t max_dim = 1u << 24;
   if (c.m == 0 || c.k == 0 || c.n == 0 || c.m > max_dim || c.k > max_dim || c.n > max_dim ||
       c.extra > max_dim)
     return cmd_status::bad_shape;

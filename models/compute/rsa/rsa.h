@@ -33,6 +33,9 @@ class score_listener {
 
 class rsa : public compute_block {
  public:
+  // The largest m, k, n, extra and batch of a command (larger: bad_shape).
+  static constexpr std::uint32_t max_dim = 1u << 24;
+
   void set_score_listener(score_listener* l) { m_listener = l; }
 
   rsa(const sc_core::sc_module_name& name, const compute_args& args);

@@ -21,6 +21,8 @@ memspec_file::memspec_file(const config_node& p, const std::string& default_name
       m_file = f.string();
       break;
     }
+  if (m_file.empty() && !name.empty() && fs::is_directory(name, ec))
+    p.fail("memspec", name + ": is a folder, expected a memspec file (YAML)");
   if (m_file.empty())
     p.fail("memspec", "no memspec file '" + name + "' (looked for it as a path and in " + dir.string() + ")");
   try {

@@ -88,12 +88,11 @@ int write_all(int fd, const std::string& text) {
   return 0;
 }
 
-// The report on stdout, every byte checked (a full disk, a closed pipe: an error with the reason).
-void print(const std::string& text) {
+// The report on stdout, every byte checked (a full disk, a closed pipe): 0 or the errno.
+int print(const std::string& text) {
   std::cout.flush();
   std::fflush(stdout);
-  if (const int err = write_all(STDOUT_FILENO, text))
-    throw kelle::config_error(std::string("stdout: cannot write the output (") + std::strerror(err) + ")");
+  return write_all(STDOUT_FILENO, text);
 }
 
 // Whether `p` exists and is neither a regular file nor a folder (written in place, not replaced).
@@ -127,24 +126,28 @@ struct temp_file {
   }
   temp_file(const temp_file&) = delete;
   temp_file& operator=(const temp_file&) = delete;
-  // Writes `text` into the temporary file: every write and the close checked.
-  void write(const std::string& text) {
+  // Writes `text` into the temporary file: every write and the close checked. Returns 0 or the
+  // errno of what failed (no exception: outputs are written after the simulation, where the
+  // sanitizers' handling of a throw trips over SystemC's coroutine stacks).
+  int write(const std::string& text) {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) throw write_error(option, final, errno);
+    if (fd < 0) return errno ? errno : EIO;
     if (const int err = write_all(fd, text)) {
       ::close(fd);
-      throw write_error(option, final, err);
+      return err;
     }
-    if (::close(fd) != 0 && errno != EINTR) throw write_error(option, final, errno);
+    if (::close(fd) != 0 && errno != EINTR) return errno ? errno : EIO;
+    return 0;
   }
-  // Renames the temporary file to `final`.
-  void commit() {
+  // Renames the temporary file to `final`; 0 or the errno.
+  int commit() {
     if (in_place) {
       path.clear();
-      return;
+      return 0;
     }
-    if (::rename(path.c_str(), final.c_str()) != 0) throw write_error(option, final, errno);
+    if (::rename(path.c_str(), final.c_str()) != 0) return errno ? errno : EIO;
     forget();
+    return 0;
   }
   void forget() {
     if (slot >= 0) g_temp[slot][0] = '\0';
@@ -277,14 +280,17 @@ int run(run_options& o) {
     return 2;
   }
   // Every output is written in full before any becomes the user's file: a write that fails
-  // leaves the old files (or none) and no temporary file.
+  // leaves the old files (or none) and no temporary file. After the simulation an error is
+  // reported without an exception (as platform::run's input errors are).
+  auto fail = [](const std::string& option, const fs::path& path, int err) {
+    std::fprintf(stderr, "kelle-vp: error: %s\n", one_line(write_error(option, path, err).what()).c_str());
+    return 2;
+  };
   std::uint64_t events = 0;
   if (kelle::timeline::open()) {
-    try {
-      events = kelle::timeline::get().finish();
-    } catch (const std::system_error& e) {
-      throw write_error("--timeline", timeline_file, e.code().value());
-    }
+    int err = 0;
+    events = kelle::timeline::get().finish(&err);
+    if (err) return fail("--timeline", timeline_file, err);
   }
   const std::string report = p.report();
   std::vector<std::unique_ptr<temp_file>> results;
@@ -292,22 +298,28 @@ int run(run_options& o) {
     make_folder(o.outdir, "-o " + o.outdir);
     auto add = [&](const std::string& name, const std::string& text) {
       results.push_back(std::make_unique<temp_file>(fs::path(o.outdir) / name, "-o"));
-      results.back()->write(text);
+      return results.back()->write(text);
     };
-    add("results.json", p.results().dump(2) + "\n");
-    add("report.txt", report);
-    for (const auto& [name, text] : p.work().extra_files()) add(name, text);
+    if (const int err = add("results.json", p.results().dump(2) + "\n")) return fail("-o", results.back()->final, err);
+    if (const int err = add("report.txt", report)) return fail("-o", results.back()->final, err);
+    for (const auto& [name, text] : p.work().extra_files())
+      if (const int err = add(name, text)) return fail("-o", results.back()->final, err);
   }
   if (timeline_tmp) {
     std::error_code ec;
     const std::uint64_t bytes = timeline_tmp->in_place ? 0 : fs::file_size(timeline_tmp->path, ec);
-    timeline_tmp->commit();
+    if (const int err = timeline_tmp->commit()) return fail("--timeline", timeline_file, err);
     std::cerr << "Timeline written to " << timeline_file << " (" << events << " events";
     if (bytes) std::cerr << ", " << bytes << " bytes";
     std::cerr << ", passes " << o.timeline.first_step << ".." << o.timeline.last_step << ")\n";
   }
-  for (auto& r : results) r->commit();
-  if (!o.quiet) print(report);
+  for (auto& r : results)
+    if (const int err = r->commit()) return fail("-o", r->final, err);
+  if (!o.quiet)
+    if (const int err = print(report)) {
+      std::fprintf(stderr, "kelle-vp: error: stdout: cannot write the output (%s)\n", std::strerror(err));
+      return 2;
+    }
   if (!o.outdir.empty()) std::cerr << "Results written to " << o.outdir << "/\n";
   return 0;
 }
@@ -346,10 +358,9 @@ int op(const op_options& o) {
   kelle::platform p(cfg);
   p.run();
   const auto r = p.results();
-  if (o.json) {
-    print(r["op"].dump(2) + "\n");
-  } else {
-    print(p.report());
+  if (const int err = print(o.json ? r["op"].dump(2) + "\n" : p.report())) {
+    std::fprintf(stderr, "kelle-vp: error: stdout: cannot write the output (%s)\n", std::strerror(err));
+    return 2;
   }
   return r["op"]["status"] == "ok" ? 0 : 1;
 }

@@ -265,7 +265,8 @@ timeline::track timeline::lane(const std::string& process, const std::string& na
   return lanes.back().first;
 }
 
-std::uint64_t timeline::finish() {
+std::uint64_t timeline::finish(int* err) {
+  if (err) *err = 0;
   if (!m_file) return 0;
   if (s_on) {  // a run without a window (or one that ended inside it)
     const sc_core::sc_time now = sc_core::sc_time_stamp();
@@ -295,6 +296,10 @@ std::uint64_t timeline::finish() {
   m_file = nullptr;
   s_open = false;
   update_on();
+  if (m_write_errno && err) {
+    *err = m_write_errno;
+    return m_events;
+  }
   if (m_write_errno) throw std::system_error(m_write_errno, std::generic_category(), m_opt.path + ": cannot write the timeline");
   if (m_capped)
     spdlog::warn("timeline: {} holds the first {} events only (--timeline-max-events); narrow --timeline-steps",

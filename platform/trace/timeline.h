@@ -48,8 +48,9 @@ class timeline {
   // Closes open spans at the current simulated time, writes the track names and the footer.
   // Returns the number of events written (metadata included). No-op when nothing is open.
   // Throws std::system_error with the reason of the first write, flush or close that failed (a
-  // full disk: recording stops at that write).
-  std::uint64_t finish();
+  // full disk: recording stops at that write); with `err`, sets *err to that errno (0: none)
+  // instead (after the simulation the caller reports it without an exception).
+  std::uint64_t finish(int* err = nullptr);
   const timeline_options& options() const { return m_opt; }
   std::uint64_t events() const { return m_events; }
 

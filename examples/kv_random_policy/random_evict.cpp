@@ -72,6 +72,8 @@ class random_policy : public kv_policy {
 
   std::string name() const override { return "random"; }
   u64 budget() const override { return m_budget; }
+  // What the firmware programs into a systolic evictor, if the system has one.
+  protection protected_tokens() const override { return {m_sinks, m_window}; }
   u64 tokens() const override { return m_tokens; }
   unsigned batch() const override { return m_batch; }
   unsigned layers() const override { return m_model.layers; }

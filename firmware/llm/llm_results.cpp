@@ -169,7 +169,8 @@ void llm_workload::add_results(nlohmann::json& r) const {
               {"sample_layers", m_sample_layers},
               {"layers_extrapolated", m_layers_extrapolated},
               {"kv_bytes_written", m_ops->kv_bytes_written()},
-              {"scheduler", m_scheduler_name},
+              {"scheduler", m_run.scheduler.name},
+              {"firmware", m_run.to_json()},
               {"weight_bytes_per_pass", m_model.weight_bytes_per_pass()},
               {"kv_layers_on_chip", m_plan->kv_layers_on_chip()},
               {"kv_chip_tokens", m_plan->kv_layers_touching_chip() > m_plan->kv_layers_on_chip()
@@ -210,7 +211,7 @@ std::string llm_workload::report() const {
                 "  DRAM traffic       weights %.4g MB, KV %.4g MB, activations %.4g MB\n"
                 "  activation life    %.4g ms in all (sum over buffers)\n",
                 m_model.name.c_str(), m_batch, static_cast<unsigned long long>(m_context),
-                static_cast<unsigned long long>(m_decode), m_scheduler_name.c_str(), m_plan->describe().c_str(),
+                static_cast<unsigned long long>(m_decode), m_run.scheduler.name.c_str(), m_plan->describe().c_str(),
                 m_prefill_s * 1e3, m_decode_s * 1e3, r["latency_s"]["decode_per_step"].get<double>() * 1e3,
                 (m_prefill_s + m_decode_s) * 1e3, r["throughput"]["tokens_per_s"].get<double>(),
                 r["traffic_bytes"]["dram_weights"].get<double>() / 1e6, r["traffic_bytes"]["dram_kv"].get<double>() / 1e6,

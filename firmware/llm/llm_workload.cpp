@@ -67,13 +67,8 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
     p.fail("context_len", "context_len + decode_len = " + std::to_string(m_context + m_decode) +
                               " tokens exceeds workload.max_tokens = " + std::to_string(limit));
   if (!a.root) throw config_error("the llm workload needs the scenario's top level");
-  // The system's firmware (system.firmware: scheduler, policy.kv, policy.refresh) unless the
-  // scenario's top level says otherwise.
-  const config_node fw = a.root->child_or_empty("system").child_or_empty("firmware");
-  const config_node fw_policy = fw.child_or_empty("policy");
-  m_scheduler_name = a.root->get_choice("scheduler", fw.get_choice("scheduler", "kelle", schedulers().name_list()),
-                                        schedulers().name_list());
-  m_scheduler = schedulers().create(m_scheduler_name);
+  m_run = run_config::resolve(*a.root);
+  m_scheduler = schedulers().create(m_run.scheduler.name);
   m_progress = p.get_bool("progress", true, "show progress on a terminal") && isatty(STDERR_FILENO);
   m_sample_layers = p.get_bool("sample_layers", false,
                                "simulate the first two layers of each run of alike layers in detail and repeat the "
@@ -92,8 +87,7 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
 
   // KV-cache policy (top-level `policy`) and where its attention scores come from.
   const config_node pol = a.root->child_or_empty("policy");
-  const std::string kv_name =
-      pol.get_choice("kv", fw_policy.get_choice("kv", "full", kv_policies().name_list()), kv_policies().name_list());
+  const std::string& kv_name = m_run.kv_policy.name;
   std::uint64_t kv_tokens = m_context + m_decode;
   if (kv_name == "full") {
     // A full cache has no budget, window or sinks: a study that sweeps systems sets them for
@@ -114,12 +108,26 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
     pa.deferred_scores = functional_scores;  // the step's scores exist only after its attention
     pa.task_budget = task.kv_budget;
     pa.task_window = task.recent_window;
+    evictor* ev = nullptr;
+    for (compute_block* b : a.platform.blocks())
+      if (auto* e = dynamic_cast<evictor*>(b)) ev = e;
+    if (ev) {
+      pa.evictor = &ev->board().config();
+      pa.evictor_path = ev->params().path();
+    }
     m_policy = kv_policies().create(kv_name, pa);
+    if (ev) {  // the firmware programs the evictor's protection from the policy: one source
+      for (const char* k : {"sink_tokens", "recent_window"})
+        if (ev->params().origin(k) != "default")
+          ev->params().fail(k, std::string("the firmware programs it from the KV policy: give policy.") + k +
+                                   " instead");
+      const kv_policy::protection pr = m_policy->protected_tokens();
+      ev->board().set_protection(pr.sink_tokens, pr.recent_window);
+    }
     if (m_policy->budget() > 0)  // the prefill holds the whole context; then at most the budget
       kv_tokens = std::min(kv_tokens, std::max<std::uint64_t>(m_policy->budget(), m_context));
   }
-  const std::string refresh_name = pol.get_choice(
-      "refresh", fw_policy.get_choice("refresh", "none", refresh_policies().name_list()), refresh_policies().name_list());
+  const std::string& refresh_name = m_run.refresh_policy.name;
   m_refresh = refresh_policies().create(refresh_name, pol);
   if (m_refresh->needs_groups() && !m_policy)
     pol.fail("refresh", refresh_name + " needs the high/low-score groups of a KV policy that scores tokens "

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "firmware/driver/driver.h"
+#include "firmware/llm/run_config.h"
 #include "firmware/policies/kv/kv_policy.h"
 #include "firmware/policies/refresh/refresh_policy.h"
 #include "firmware/workload/attention/attention_source.h"
@@ -108,7 +109,7 @@ class llm_workload : public workload {
   model_shape m_model;
   unsigned m_batch;
   std::uint64_t m_context, m_decode;
-  std::string m_scheduler_name;
+  run_config m_run;  // the scheduler and the policies, resolved once
   // With a named task: where the lengths and the batch came from (the task or a key that set
   // them), and a line for the report when keys of a file shadow a task named on the command line.
   nlohmann::json m_task_origins;

@@ -384,3 +384,21 @@ TEST_CASE("kv 2drp groups: computed at the end for the layers that ask for them,
   CHECK(eager.pol->total().x_tokens > 0);
   CHECK(eager.pol->total().high_bytes > 0);
 }
+
+TEST_CASE("kv policies: the tokens they protect, which the firmware programs into the evictor", "[kv]") {
+  const model_shape m = tiny(1, 2, 2, 4, 8);
+  auto prot = [&](const std::string& name, const std::string& kv) {
+    return synthetic(name, kv, "seed: 1", m, 1).pol->protected_tokens();
+  };
+  // AEP and AERP: the evictor's defaults (the paper's 10 sinks, 64 recent tokens) unless given.
+  CHECK(prot("aep", "kv_budget: 128").sink_tokens == score_board_config{}.sink_tokens);
+  CHECK(prot("aerp", "kv_budget: 128").recent_window == score_board_config{}.recent_window);
+  CHECK(prot("aep", "kv_budget: 64, sink_tokens: 4, recent_window: 16").recent_window == 16);
+  // StreamingLLM evicts the oldest non-sink token: every other is protected (24 - 4 - 1).
+  const auto s = prot("streaming", "kv_budget: 24, sink_tokens: 4");
+  CHECK(s.sink_tokens == 4);
+  CHECK(s.recent_window == 19);
+  // H2O: no sinks, half the budget recent.
+  CHECK(prot("h2o", "kv_budget: 40").sink_tokens == 0);
+  CHECK(prot("h2o", "kv_budget: 40").recent_window == 20);
+}

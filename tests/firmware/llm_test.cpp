@@ -485,3 +485,47 @@ TEST_CASE("traffic classes: a Kelle+eDRAM point of the main study, sampled decod
                                               "workload.sample_every=16", "policy.kv_budget=32",
                                               "policy.recent_window=16"}));
 }
+
+// One source for what the systolic evictor and the KV policy share (issue: every default resolved
+// once): the firmware programs the evictor's protection from the policy. StreamingLLM keeps the
+// sinks and the newest tokens, so the evictor, told so, finds a victim in every head (an old
+// non-sink token); with its own 10 sinks and 64-token window against a budget of 32 it would find
+// every head protected. One decode step of a 4-layer model: the timing-only evictor keeps one set
+// of registers for all layers (docs/models/compute-evictor.md), so each layer's victim is the next
+// old slot, all of them unprotected.
+TEST_CASE("run config: the evictor protects what the KV policy protects (streaming: one victim a head)",
+          "[llm][run_config]") {
+  const std::string model = scenarios_dir() + "/functional/trained/kjv-llama.safetensors";
+  const auto r = scenario("studies/llm.yaml", {"system=kelle_edram", "workload.task=none", "workload.model=" + model,
+                                               "workload.batch=2", "workload.context_len=48", "workload.decode_len=1",
+                                               "policy.kv=streaming", "policy.kv_budget=32", "policy.sink_tokens=4",
+                                               "policy.refresh=none"});
+  const auto& ev = r["stats"]["evictor"];
+  CHECK(ev["selections"]["value"].get<double>() > 0);
+  CHECK(ev["victims"]["value"].get<double>() > 0);
+  CHECK(ev["protected_heads"]["value"].get<double>() == 0);
+  // The three firmware choices and where each came from: the scenario's top level, else the
+  // system's firmware defaults.
+  const auto& fw = r["llm"]["firmware"];
+  CHECK(fw["kv_policy"]["name"] == "streaming");
+  CHECK(fw["kv_policy"]["from"] == "command line -p policy.kv=streaming");
+  CHECK(fw["refresh_policy"]["name"] == "none");
+  CHECK(fw["scheduler"]["name"] == "kelle");
+  CHECK(fw["scheduler"]["from"].get<std::string>().find("kelle_edram.yaml") != std::string::npos);
+}
+
+TEST_CASE("run config: the policy's score model takes the evictor's registers; setting both is an error",
+          "[llm][run_config]") {
+  const std::vector<std::string> base = {"system=kelle_edram", "workload.task=none", "workload.model=llama3.2-3b",
+                                         "workload.batch=1", "workload.context_len=16", "workload.decode_len=2"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), base.begin(), base.end());
+    return extra;
+  };
+  CHECK_THROWS_WITH(scenario("studies/llm.yaml", with({"policy.score_bits=3"})),
+                    Catch::Matchers::Contains("policy.score_bits: this system's systolic evictor sets it: give "
+                                              "system.compute.evictor.score_bits instead"));
+  CHECK_THROWS_WITH(scenario("studies/llm.yaml", with({"system.compute.evictor.sink_tokens=2"})),
+                    Catch::Matchers::Contains("system.compute.evictor.sink_tokens: the firmware programs it from "
+                                              "the KV policy: give policy.sink_tokens instead"));
+}

@@ -10,10 +10,9 @@ KELLE_REGISTER(kv_policies(), "aep", "attention-based eviction: per-head budget,
                [](const kv_policy_args& a) {
                  kv_engine_params p;
                  p.name = "aep";
-                 p.kv_budget = a.budget_or(128);
-                 p.sink_tokens = 10;
-                 p.recent_window = a.window_or(64);
-                 read_common_params(a.cfg, p, true, true);
+                 p.kv_budget = a.budget_or(default_kv_budget);
+                 p.recent_window = a.window_or(p.recent_window);
+                 read_common_params(a, p, true, true);
                  return make_kv_engine(a, p);
                });
 

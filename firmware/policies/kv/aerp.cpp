@@ -33,11 +33,10 @@ KELLE_REGISTER(kv_policies(), "aerp", "AEP plus recomputation of popular tokens 
                [](const kv_policy_args& a) {
                  kv_engine_params p;
                  p.name = "aerp";
-                 p.kv_budget = a.budget_or(128);
-                 p.sink_tokens = 10;
-                 p.recent_window = a.window_or(64);
+                 p.kv_budget = a.budget_or(default_kv_budget);
+                 p.recent_window = a.window_or(p.recent_window);
                  p.recompute = true;
-                 read_common_params(a.cfg, p, true, true);
+                 read_common_params(a, p, true, true);
                  p.popularity_threshold = a.cfg.get_double(
                      "popularity_threshold", 0.5,
                      "fraction of a layer's KV heads that must keep a token for the x format", 0, 1);

@@ -10,7 +10,7 @@ KELLE_REGISTER(kv_policies(), "full", "no eviction: every token's K and V kept",
                  p.kv_budget = 0;
                  p.sink_tokens = 0;
                  p.recent_window = 0;
-                 read_common_params(a.cfg, p, /*has_budget=*/false, /*has_window=*/false);
+                 read_common_params(a, p, /*has_budget=*/false, /*has_window=*/false);
                  return make_kv_engine(a, p);
                });
 

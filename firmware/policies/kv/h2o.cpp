@@ -10,10 +10,10 @@ KELLE_REGISTER(kv_policies(), "h2o", "heavy hitters by accumulated score plus a 
                  kv_engine_params p;
                  p.name = "h2o";
                  p.kv_budget =
-                     a.cfg.get_uint("kv_budget", a.budget_or(128), "tokens kept per KV head (N')", 2, 1u << 30);
+                     a.cfg.get_uint("kv_budget", a.budget_or(default_kv_budget), "tokens kept per KV head (N')", 2, 1u << 30);
                  p.sink_tokens = 0;
                  p.recent_window = p.kv_budget / 2;
-                 read_common_params(a.cfg, p, false, true);
+                 read_common_params(a, p, false, true);
                  return make_kv_engine(a, p);
                });
 

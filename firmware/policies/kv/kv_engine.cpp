@@ -291,4 +291,13 @@ std::size_t kv_engine::victim(const head_state& hs, u64 newest) const {
   return best;
 }
 
+
+kv_policy::protection kv_engine::protected_tokens() const {
+  protection r{m_p.sink_tokens, m_p.recent_window};
+  // Evicting the oldest non-sink token of a full head (streaming) is the evictor's min-score
+  // choice with every other non-sink token protected: a window of budget - sinks - 1.
+  if (m_p.victim == kv_engine_params::victim_rule::oldest && m_p.kv_budget > m_p.sink_tokens)
+    r.recent_window = m_p.kv_budget - m_p.sink_tokens - 1;
+  return r;
+}
 }  // namespace kelle

@@ -24,6 +24,7 @@ class kv_engine final : public kv_policy {
   std::uint64_t budget() const override { return m_p.kv_budget; }
   bool recomputes() const override { return m_p.recompute; }
   recompute_request recompute_budget() const override { return m_p.budget; }
+  protection protected_tokens() const override;
   void set_recompute_limits(const recompute_limits& l) override;
   u64 tokens() const override { return m_tokens; }
   unsigned batch() const override { return m_batch; }

@@ -53,8 +53,9 @@ kv_layer_report kv_policy::total() const {
   return r;
 }
 
-void read_common_params(const config_node& c, kv_engine_params& p, bool has_budget,
+void read_common_params(const kv_policy_args& a, kv_engine_params& p, bool has_budget,
                         bool has_window) {
+  const config_node& c = a.cfg;
   if (has_budget)
     p.kv_budget = c.get_uint("kv_budget", p.kv_budget, "tokens kept per KV head (N')", 1, 1u << 30);
   p.sink_tokens = c.get_uint("sink_tokens", p.sink_tokens, "first tokens never evicted", 0, 1u << 30);
@@ -64,9 +65,17 @@ void read_common_params(const config_node& c, kv_engine_params& p, bool has_budg
   const std::string sm = c.get_choice("score_model", "softmax", {"softmax", "evictor"});
   p.scores = sm == "evictor" ? kv_engine_params::score_model::evictor
                              : kv_engine_params::score_model::softmax;
-  p.score_bits = static_cast<unsigned>(
-      c.get_uint("score_bits", p.score_bits, "evictor score register width", 1, 16));
-  p.score_scale = c.get_double("score_scale", p.score_scale, "evictor logit units per level", 1e-9);
+  if (a.evictor) {  // the hardware's registers: one source
+    for (const char* k : {"score_bits", "score_scale"})
+      if (c.origin(k) != "default")
+        c.fail(k, std::string("this system's systolic evictor sets it: give ") + a.evictor_path + "." + k + " instead");
+    p.score_bits = a.evictor->score_bits;
+    p.score_scale = a.evictor->scale;
+  } else {
+    p.score_bits = static_cast<unsigned>(
+        c.get_uint("score_bits", p.score_bits, "evictor score register width", 1, 16));
+    p.score_scale = c.get_double("score_scale", p.score_scale, "evictor logit units per level", 1e-9);
+  }
   p.prefill_queries = c.get_uint("prefill_queries", 0,
                                  "prefill importance from the last queries only (0 = all)");
   p.exact_sequences = static_cast<unsigned>(c.get_uint(

@@ -8,6 +8,8 @@
 // low-score groups. Scores come from an attention_source (pre-softmax logits).
 #pragma once
 
+#include "models/compute/evictor/score_board.h"
+
 #include "firmware/workload/attention/attention_source.h"
 #include "firmware/workload/model_zoo.h"
 #include "platform/config/config.h"
@@ -65,6 +67,13 @@ class kv_policy {
     std::uint64_t tokens = 0;  // fixed: x tokens a sequence may hold per layer
   };
   virtual recompute_request recompute_budget() const { return {}; }
+  // The tokens a KV head never evicts, which the firmware programs into the systolic evictor so
+  // that the hardware protects what the policy protects. The default is the evictor's own.
+  struct protection {
+    std::uint64_t sink_tokens = score_board_config{}.sink_tokens;      // positions < sink_tokens
+    std::uint64_t recent_window = score_board_config{}.recent_window;  // p + recent_window >= newest
+  };
+  virtual protection protected_tokens() const { return {}; }
   // Per model layer: the x tokens a sequence may hold (UINT64_MAX: no limit) and the K, V bytes
   // a token must replace beyond its own x bytes to be stored as x.
   struct recompute_limits {
@@ -125,7 +134,16 @@ struct kv_policy_args {
   std::uint64_t budget_or(std::uint64_t own) const { return task_budget ? task_budget : own; }
   std::uint64_t window_or(std::uint64_t own) const { return task_budget ? task_window : own; }
   bool deferred_scores = false;       // decode() leaves the new query's scores to observe()
+  // The system's systolic evictor, if it has one: its registers' width and scale are the
+  // source of the policy's `evictor` score model (score_bits, score_scale), and `evictor_path`
+  // (its key path, e.g. system.compute.evictor) is named when a policy sets them as well.
+  const score_board_config* evictor = nullptr;
+  std::string evictor_path = {};
 };
+
+// The paper's KV budget N' (tokens per KV head), the default of every evicting policy when
+// neither the scenario nor the task gives one.
+constexpr std::uint64_t default_kv_budget = 128;
 
 using kv_policy_registry = registry<kv_policy, const kv_policy_args&>;
 // `full`, `aep`, `aerp`, `streaming`, `h2o`.
@@ -139,12 +157,13 @@ struct kv_engine_params {
 
   std::string name;
   std::uint64_t kv_budget = 0;      // N' tokens per KV head (0 = unlimited)
-  std::uint64_t sink_tokens = 10;   // positions < sink_tokens are never evicted
-  std::uint64_t recent_window = 64; // the recent_window tokens before the newest: never evicted
+  // Defaults: the evictor's (score_board_config), the one source of the paper's settings.
+  std::uint64_t sink_tokens = score_board_config{}.sink_tokens;      // positions < sink_tokens are never evicted
+  std::uint64_t recent_window = score_board_config{}.recent_window;  // the recent_window tokens before the newest
   victim_rule victim = victim_rule::min_score;
   score_model scores = score_model::softmax;
-  unsigned score_bits = 4;          // evictor model: register width
-  double score_scale = 0.25;        // evictor model: logit units per level
+  unsigned score_bits = score_board_config{}.score_bits;  // evictor model: register width
+  double score_scale = score_board_config{}.scale;        // evictor model: logit units per level
   std::uint64_t prefill_queries = 0;  // prefill importance from the last queries only (0 = all)
   // AERP
   bool recompute = false;
@@ -161,7 +180,8 @@ struct kv_engine_params {
 
 // Reads the keys every policy shares (kv_budget, sink_tokens, recent_window, score model, subset
 // mode) into `p`, whose fields hold the policy's defaults.
-void read_common_params(const config_node& cfg, kv_engine_params& p, bool has_budget,
+// The score model's width and scale are the system's evictor's when it has one (args.evictor).
+void read_common_params(const kv_policy_args& args, kv_engine_params& p, bool has_budget,
                         bool has_window);
 std::unique_ptr<kv_policy> make_kv_engine(const kv_policy_args& args, const kv_engine_params& p);
 

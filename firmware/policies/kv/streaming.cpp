@@ -8,11 +8,10 @@ KELLE_REGISTER(kv_policies(), "streaming", "attention sinks plus a sliding windo
                [](const kv_policy_args& a) {
                  kv_engine_params p;
                  p.name = "streaming";
-                 p.kv_budget = a.budget_or(128);
-                 p.sink_tokens = 10;
+                 p.kv_budget = a.budget_or(default_kv_budget);
                  p.recent_window = 0;  // the window is the rest of the budget
                  p.victim = kv_engine_params::victim_rule::oldest;
-                 read_common_params(a.cfg, p, true, false);
+                 read_common_params(a, p, true, false);
                  return make_kv_engine(a, p);
                });
 

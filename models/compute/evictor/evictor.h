@@ -56,6 +56,8 @@ class evictor : public compute_block, public score_listener {
   // victims (per head), protected_heads, select_cycles, energy_J of the last evict_select.
   nlohmann::json last_command_report() const override { return m_last; }
 
+  // Its section of the scenario (system.compute.<name>).
+  const config_node& params() const { return m_params; }
   std::uint64_t max_heads() const { return m_max_heads; }
   std::uint64_t max_slots() const { return m_max_slots; }  // KV slots per head (a command's k at most)
   std::uint64_t victim_select_heads() const override { return m_max_heads; }

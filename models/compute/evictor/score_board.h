@@ -29,10 +29,14 @@
 
 namespace kelle {
 
+// The defaults are the paper's settings and the one source of them: the KV policies
+// (kv_engine_params, firmware/policies/kv/kv_policy.h) default their sinks, window and score
+// model to these. In an LLM run the firmware programs the protection from the KV policy and the
+// policy's score model takes the width and scale of the system's evictor (docs/policies.md).
 struct score_board_config {
-  unsigned score_bits = 4;             // width of an importance register (1..16)
+  unsigned score_bits = 4;             // width of an importance register (1..16); paper: 4 bits
   double scale = 0.25;                 // q.k units per quantisation level (> 0)
-  std::uint64_t sink_tokens = 10;      // the first tokens, always kept
+  std::uint64_t sink_tokens = 10;      // the first tokens, always kept; paper: 10
   std::uint64_t recent_window = 64;    // the most recent tokens, always kept
 };
 

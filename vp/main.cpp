@@ -4,7 +4,12 @@
 //   kelle-vp check FILE [-p k=v]...  load, validate, elaborate; no simulation (scripts/sweep --dry-run)
 //   kelle-vp list [KIND]          registered names of a kind (memories, workloads, ...)
 //   run ... --timeline FILE.json [--timeline-steps A:B]  a Chrome/Perfetto trace (docs/timeline.md)
+//   kelle-vp export-attention --model W --text T --tokenizer B --tokens N [--sequences S] -o F.katt [--force]
+//   kelle-vp export-attention --synthetic [--layers L --heads H -p key=value] --tokens N -o F.katt
+//                                 a trained model's attention over a text as a trace (docs/attention.md)
 //   --plugin FILE (run, list, op; repeatable) loads a plugin first (platform/plugin/loader.h)
+#include "firmware/functional/attention_export.h"
+#include "firmware/workload/attention/attention_source.h"
 #include "platform/config/config.h"
 #include "platform/plugin/loader.h"
 #include "platform/registry/registry.h"
@@ -367,6 +372,55 @@ int op(const op_options& o) {
 
 // What a command printed on stdout (the report, a listing, check's line) is an output too: a write
 // that failed (a full disk) is an error with the system's reason.
+struct export_options {
+  kelle::fn::attention_export_args args;
+  std::string out;
+  bool force = false;
+  // --synthetic: the synthetic source's logits instead (the same statistics measured on both).
+  bool synthetic = false;
+  unsigned layers = 4, heads = 4;
+  std::vector<std::string> params;  // its keys, e.g. head_sharing=0.9
+};
+
+// kelle-vp export-attention: the trace is written under a temporary name and renamed when whole;
+// an existing file is replaced only with --force.
+int export_attention(const export_options& o) {
+  const fs::path out(o.out);
+  std::error_code ec;
+  if (fs::is_directory(out, ec)) throw kelle::config_error("-o " + o.out + ": is a folder; expected a .katt file");
+  if (fs::exists(out, ec) && !special_file(out) && !o.force)
+    throw kelle::config_error("-o " + o.out + ": exists; give --force to replace it");
+  kelle::attention_trace t;
+  if (o.synthetic) {
+    if (!o.args.model.empty() || !o.args.text.empty() || !o.args.tokenizer.empty())
+      throw kelle::config_error("--synthetic: the synthetic source needs no --model, --text or --tokenizer");
+    std::vector<std::string> ov;
+    for (const std::string& p : o.params) ov.push_back("attention." + p);
+    kelle::config cfg = kelle::config::from_string("attention: {type: synthetic}\n", "command line", ov);
+    const auto src = kelle::make_attention_source({cfg.root().child("attention"), o.layers, o.heads});
+    cfg.check_all_used();
+    t = kelle::record_attention_trace(*src, o.args.sequences, o.args.tokens);
+  } else {
+    for (const auto& [opt, f] : {std::pair<const char*, const std::string*>{"--model", &o.args.model},
+                                 {"--text", &o.args.text},
+                                 {"--tokenizer", &o.args.tokenizer}}) {
+      if (f->empty()) throw kelle::config_error(std::string(opt) + ": required (or --synthetic)");
+      if (fs::is_directory(*f, ec))
+        throw kelle::config_error(std::string(opt) + " " + *f + ": is a folder; expected a file");
+    }
+    try {
+      t = kelle::fn::export_attention(o.args);
+    } catch (const std::runtime_error& e) {  // a bad weights, tokenizer or text file, named
+      throw kelle::config_error(e.what());
+    }
+  }
+  temp_file f(out, "-o");
+  if (const int err = f.write(t.serialise())) throw write_error("-o", out, err);
+  if (const int err = f.commit()) throw write_error("-o", out, err);
+  return print(o.out + ": " + std::to_string(t.sequences) + " sequence(s) x " + std::to_string(t.layers) +
+               " layers x " + std::to_string(t.heads) + " heads x " + std::to_string(t.tokens) + " tokens\n");
+}
+
 int checked_stdout(int rc) {
   errno = 0;
   std::cout.flush();
@@ -464,6 +518,22 @@ int sc_main(int argc, char* argv[]) {
   op_cmd->add_flag("--json", oo.json, "print one JSON object (cycles, utilization, energy_J, ...)");
   op_cmd->add_option("--plugin", plugins, plugin_help);
 
+  export_options eo;
+  auto* export_cmd = app.add_subcommand(
+      "export-attention", "write a trained model's attention over a text as an attention trace (.katt)");
+  export_cmd->add_option("--model", eo.args.model, "weights file (safetensors or llama2.c)");
+  export_cmd->add_option("--text", eo.args.text, "the text (the trace's tokens come from it)");
+  export_cmd->add_option("--tokenizer", eo.args.tokenizer, "llama2.c tokenizer.bin of the model");
+  export_cmd->add_flag("--synthetic", eo.synthetic, "the synthetic attention source instead of a model");
+  export_cmd->add_option("--layers", eo.layers, "--synthetic: layers")->check(whole(1, 1024));
+  export_cmd->add_option("--heads", eo.heads, "--synthetic: query heads")->check(whole(1, 1024));
+  export_cmd->add_option("-p,--param", eo.params, "--synthetic: a key of the source, e.g. head_sharing=0.9");
+  export_cmd->add_option("--tokens", eo.args.tokens, "tokens per sequence")->check(whole(1, 1u << 16));
+  export_cmd->add_option("--sequences", eo.args.sequences, "sequences: consecutive windows of the text")
+      ->check(whole(1, 1024));
+  export_cmd->add_option("-o,--out", eo.out, "the trace file to write")->required();
+  export_cmd->add_flag("--force", eo.force, "replace the file if it exists");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -489,6 +559,7 @@ int sc_main(int argc, char* argv[]) {
     for (const auto& p : plugins) kelle::load_plugin(p, "command line --plugin");
     if (*list_cmd) return checked_stdout(list(kind));
     if (*op_cmd) return checked_stdout(op(oo));
+    if (*export_cmd) return checked_stdout(export_attention(eo));
     if (*check_cmd) return checked_stdout(run(co));
     return checked_stdout(run(ro));
   } catch (const kelle::config_error& e) {

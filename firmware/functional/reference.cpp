@@ -81,6 +81,7 @@ std::vector<float> reference_model::step(int token, const kept_fn& kept) {
           s[j] = dot * inv;
           mx = std::max(mx, s[j]);
         }
+        if (m_observer) m_observer(l, hh, pos, *keys, s.data());
         float sum = 0;
         for (auto& e : s) sum += (e = std::exp(e - mx));
         float* out = &att[std::size_t(hh) * hd];

@@ -25,6 +25,12 @@ class reference_model {
   // <= pos), or nullptr for every position so far.
   using kept_fn = std::function<const std::vector<std::uint32_t>*(unsigned layer, unsigned kv_head)>;
 
+  // Sees each query head's pre-softmax attention logits (q . k / sqrt(head_dim)) of the token
+  // now at `pos`, over the positions it attends (`keys`, ascending), as step() computes them.
+  using logit_observer = std::function<void(unsigned layer, unsigned head, std::uint64_t pos,
+                                            const std::vector<std::uint32_t>& keys, const float* logits)>;
+  void observe_logits(logit_observer f) { m_observer = std::move(f); }
+
   // Feeds `token` at the next position; returns its logits (vocab).
   std::vector<float> step(int token, const kept_fn& kept = {});
   std::uint64_t position() const { return m_pos; }
@@ -36,6 +42,7 @@ class reference_model {
   const quantised_model& m_m;
   std::uint64_t m_pos = 0;
   std::vector<std::vector<float>> m_k, m_v;  // per layer: position x kv_dim
+  logit_observer m_observer;
 };
 
 // Quality of the platform's logits against the reference (docs/functional.md, "Metrics").

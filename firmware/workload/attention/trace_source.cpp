@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 namespace kelle {
@@ -84,11 +85,10 @@ attention_trace attention_trace::read(const std::string& file) {
   return t;
 }
 
-void attention_trace::write(const std::string& file) const {
+std::string attention_trace::serialise() const {
   if (logits.size() != std::uint64_t(sequences) * layers * heads * triangle(tokens))
-    throw std::logic_error("attention_trace::write: logits do not match the dimensions");
-  std::ofstream o(file, std::ios::binary);
-  if (!o) throw std::runtime_error(file + ": cannot write the attention trace");
+    throw std::logic_error("attention_trace::serialise: logits do not match the dimensions");
+  std::ostringstream o(std::ios::binary);
   o.write(magic, 8);
   for (std::uint32_t v : {version, sequences, layers, heads, tokens}) put_u32(o, v);
   for (float f : logits) {
@@ -96,6 +96,15 @@ void attention_trace::write(const std::string& file) const {
     std::memcpy(&u, &f, 4);
     put_u32(o, u);
   }
+  return o.str();
+}
+
+void attention_trace::write(const std::string& file) const {
+  const std::string bytes = serialise();
+  std::ofstream o(file, std::ios::binary);
+  if (!o) throw std::runtime_error(file + ": cannot write the attention trace");
+  o.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  o.close();
   if (!o) throw std::runtime_error(file + ": error writing the attention trace");
 }
 

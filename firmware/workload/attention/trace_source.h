@@ -40,6 +40,7 @@ struct attention_trace {
   // Throws std::runtime_error naming the file for I/O and format errors.
   static attention_trace read(const std::string& file);
   void write(const std::string& file) const;
+  std::string serialise() const;  // the file's bytes
 };
 
 // Records `src` for positions 0 .. tokens - 1 of `sequences` sequences (tests, conversions).

@@ -217,7 +217,7 @@ class random_policy : public kv_policy {
       const double med = median(hd);
       for (double v : hd.score) high += v > med;
     }
-    const double pair_bytes = 2.0 * m_model.head_dim * model_shape::act_bytes;
+    const double pair_bytes = 2.0 * double(m_model.kv_row_bytes());  // K and V in the KV format
     r.kept_pairs = kept;
     r.kept_per_head = kept / m_model.kv_heads;
     r.kv_pairs = kept;

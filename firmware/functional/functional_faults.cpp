@@ -20,7 +20,15 @@ namespace kelle {
 
 // functional.faults: the mode, its seed and, for a bit-error rate, the rate and the bit groups.
 void functional_run::configure_faults(const config_node& f) {
-  const std::string fmt = f.get_choice("kv_format", "binary16", {"binary16", "bfloat16", "fixed16"});
+  // The stored format is policy.kv_format's unless a 16-bit format is named here for the faults
+  // of a 16-bit cache; an integer format is the cache's (it sizes the bytes the commands move).
+  const std::string fmt = f.get_choice("kv_format", m_shape.kv.name(), kv_format::names());
+  const bool integer = fmt == "int8" || fmt == "int4";
+  if ((integer || m_shape.kv.grouped()) && fmt != m_shape.kv.name())
+    f.fail("kv_format", fmt + " differs from policy.kv_format (" + m_shape.kv.name() +
+                            "), which sizes the KV bytes the commands move; an integer format is given there "
+                            "(functional.kv_format then follows it)");
+  if (integer) m_kv_fmt = m_shape.kv;
   m_kv_format = fmt == "bfloat16" ? number_format::bfloat16 : fmt == "fixed16" ? number_format::fixed16
                                                                                 : number_format::binary16;
   m_kv_scale = f.get_double("kv_fixed_scale", 1.0 / 1024,
@@ -107,7 +115,7 @@ void functional_run::connect_faults(const memory_plan& plan) {
   if (!m_kv_edram) m_kv_on_chip = 0;  // faults model eDRAM cells only
   if (m_fault != fault_mode::none) m_written.resize(m_kv_on_chip);  // only the fault model reads it
   for (unsigned l = 0; l < m_written.size(); ++l)
-    for (int v = 0; v < 2; ++v) m_written[l][v].assign((v ? plan.kv(l).v : plan.kv(l).k).bytes / 2, kv_elem{});
+    for (int v = 0; v < 2; ++v) m_written[l][v].assign(kv_region(l, v).bytes / 2, kv_elem{});
   // Retention faults in the activation eDRAM under a refresh policy's lifetime rule.
   m_act_rule = m_fault == fault_mode::retention && m_refresh ? m_refresh->transient() : nullptr;
   m_act_edram = m_act_rule && plan.arena().target ? plan.arena().target->refresh() : nullptr;
@@ -165,7 +173,7 @@ void functional_run::note_write(std::uint64_t addr, std::uint64_t len) {
   }
   for (unsigned l = 0; l < m_kv_on_chip; ++l)
     for (int v = 0; v < 2; ++v) {
-      const region& r = v ? m_plan->kv(l).v : m_plan->kv(l).k;
+      const region& r = kv_region(l, v);
       const std::uint64_t b = std::max(addr, r.addr), e = std::min(addr + len, r.addr + r.bytes);
       for (std::uint64_t a = b & ~1ull; a < e; a += 2) {
         kv_elem& el = m_written[l][v][(a - r.addr) / 2];
@@ -175,13 +183,44 @@ void functional_run::note_write(std::uint64_t addr, std::uint64_t len) {
     }
 }
 
+std::uint32_t functional_run::flip(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem,
+                                   std::uint64_t a, bool high, double now) {
+  const retention_model& ret = m_kv_edram->retention();
+  const kv_elem& el = m_written[l][v][elem];
+  std::uint32_t val = word;
+  for (unsigned bit = 0; bit < bits; ++bit) {
+    // The upper half of the word's bits is in the MSB banks (a 16-bit word's bits 15-8, an int8
+    // code's 7-4, an int4 code's 3-2), the lower half in the LSB banks.
+    const bool msb = bit >= bits / 2;
+    const int g = (high ? 0 : 2) + (msb ? 0 : 1);
+    m_bits_read[g] += 1;
+    const std::uint64_t cell = splitmix64(m_fault_seed ^ splitmix64((a << 4) | bit));
+    if (m_fault == fault_mode::ber) {
+      if (m_ber_groups[g] && unit_interval(splitmix64(cell ^ el.generation)) < m_ber) {
+        val ^= 1u << bit;
+        m_flipped[g] += 1;
+      }
+      continue;
+    }
+    if (!(val >> bit & 1u)) continue;  // a discharged cell (0) has nothing to lose
+    // Exposure: the longest time the cell went without a write or refresh since its write.
+    double I = m_refresh ? m_refresh->bit_interval_s(high, bits == 16 ? bit : msb ? 15 : 0) : 0.0;
+    if (I <= 0) I = m_kv_edram->default_refresh_interval().to_seconds();
+    // The cell's retention time is F^-1(u) for its uniform draw u: it has failed iff u < F(exposure).
+    const double x = m_exposure_interval ? I : exposure(el.written, now, I);
+    if (unit_interval(cell) < ret.failure_probability(x)) {
+      val &= ~(1u << bit);  // a charged cell leaks to 0
+      m_flipped[g] += 1;
+    }
+  }
+  return val;
+}
+
 void functional_run::inject(std::uint64_t addr, unsigned char* data, std::uint64_t len) {
   const double now = sc_core::sc_time_stamp().to_seconds();
-  const retention_model& ret = m_kv_edram->retention();
-  const double own = m_kv_edram->default_refresh_interval().to_seconds();
   for (unsigned l = 0; l < m_kv_on_chip; ++l)
     for (int v = 0; v < 2; ++v) {
-      const region& r = v ? m_plan->kv(l).v : m_plan->kv(l).k;
+      const region& r = kv_region(l, v);
       const std::uint64_t b = std::max(addr, r.addr), e = std::min(addr + len, r.addr + r.bytes);
       for (std::uint64_t a = b; a + 2 <= e; a += 2) {
         const std::uint64_t elem = (a - r.addr) / 2;
@@ -192,33 +231,9 @@ void functional_run::inject(std::uint64_t addr, unsigned char* data, std::uint64
         if (slot >= h.slot_pos.size() || h.slot_pos[slot] < 0) continue;  // not a stored token
         const std::uint32_t pos = std::uint32_t(h.slot_pos[slot]);
         const bool high = pos < h.score.size() && h.score[pos] > h.threshold;
-        const kv_elem& el = m_written[l][v][elem];
         const std::uint16_t stored = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
         const std::uint16_t word = to_format(stored, m_kv_format, m_kv_scale);
-        std::uint16_t val = word;
-        for (unsigned bit = 0; bit < 16; ++bit) {
-          const bool msb = bit >= 8;
-          const int g = (high ? 0 : 2) + (msb ? 0 : 1);
-          m_bits_read[g] += 1;
-          const std::uint64_t cell = splitmix64(m_fault_seed ^ splitmix64((a << 4) | bit));
-          if (m_fault == fault_mode::ber) {
-            if (m_ber_groups[g] && unit_interval(splitmix64(cell ^ el.generation)) < m_ber) {
-              val ^= std::uint16_t(1u << bit);
-              m_flipped[g] += 1;
-            }
-            continue;
-          }
-          if (!(val >> bit & 1u)) continue;  // a discharged cell (0) has nothing to lose
-          // Exposure: the longest time the cell went without a write or refresh since its write.
-          double I = m_refresh ? m_refresh->bit_interval_s(high, bit) : 0.0;
-          if (I <= 0) I = own;
-          // The cell's retention time is F^-1(u) for its uniform draw u: it has failed iff u < F(exposure).
-          const double x = m_exposure_interval ? I : exposure(el.written, now, I);
-          if (unit_interval(cell) < ret.failure_probability(x)) {
-            val = std::uint16_t(val & ~(1u << bit));  // a charged cell leaks to 0
-            m_flipped[g] += 1;
-          }
-        }
+        const std::uint16_t val = std::uint16_t(flip(word, 16, l, v, elem, a, high, now));
         if (val == word) continue;  // no flip: read as stored
         const std::uint16_t out = from_format(val, m_kv_format, m_kv_scale);
         data[a - addr] = static_cast<unsigned char>(out & 0xff);

@@ -39,6 +39,15 @@ void functional_run::add_results(nlohmann::json& r) const {
   } else {
     quality["perplexity"] = nullptr;
   }
+  // An integer KV format: the platform against the full-precision reference (what the format costs).
+  if (m_quality_fp.rows) {
+    const auto& f = m_quality_fp;
+    quality["full_precision"] = {{"kl_divergence", f.kl_divergence()},
+                                 {"top1_agreement", f.top1_agreement()},
+                                 {"max_abs_logit_error", f.max_abs_logit_error},
+                                 {"reference_perplexity", f.nll_count ? nlohmann::json(std::exp(f.ref_nll / f.nll_count))
+                                                                      : nlohmann::json(nullptr)}};
+  }
   r["quality"] = quality;
   char digest[20];
   std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(m_logits_digest));
@@ -47,7 +56,8 @@ void functional_run::add_results(nlohmann::json& r) const {
   r["functional"] = {{"model", m_q.cfg.name},
                      {"parameters", m_shape.weight_bytes_stored()},
                      {"activation_format", "binary16"},
-                     {"kv_format", format_name(m_kv_format)},
+                     {"kv_format", m_kv_fmt.grouped() ? m_kv_fmt.name().c_str() : format_name(m_kv_format)},
+                     {"kv_group_size", m_kv_fmt.group()},
                      {"kv_fixed_scale", m_kv_scale},
                      {"act_format", format_name(m_act_format)},
                      {"act_fixed_scale", m_act_scale},

@@ -92,7 +92,12 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
   m_port.socket.bind(p.interconnect().target_socket);
   m_engine = std::make_unique<fn::engine>(*this);
   for (compute_block* b : p.blocks()) b->set_functional(m_engine.get());
-  for (unsigned b = 0; b < batch; ++b) m_ref.push_back(std::make_unique<fn::reference_model>(m_q));
+  for (unsigned b = 0; b < batch; ++b) {
+    m_ref.push_back(std::make_unique<fn::reference_model>(m_q));
+    m_ref.back()->set_kv_format(m_kv_fmt);  // the reference quantises the kept KV as the cache does
+    // An integer KV format: a second, full-precision reference measures what the format costs.
+    if (m_kv_fmt.grouped() && m_check_reference) m_ref_fp.push_back(std::make_unique<fn::reference_model>(m_q));
+  }
   m_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
 }
 
@@ -125,6 +130,7 @@ void functional_run::connect(driver& d, memory_plan& plan, layer_ops& ops, kv_po
                        "stores tokens as x (policy.kv: aerp)");
   m_slots.assign(std::size_t(m_shape.layers) * m_batch * m_kvh, head_slots{});
   for (auto& h : m_slots) h.slot_pos.assign(plan.kv_token_slots(), -1);
+  connect_quantised(plan);
   connect_faults(plan);
 }
 
@@ -134,6 +140,7 @@ void functional_run::begin_pass(const pass_info& p, const tensor& x) {
   m_norms = 0;
   m_probs.clear();  // the previous pass's: its policy step is done
   update_kept(p);
+  for (auto& e : m_kv_epoch) ++e;  // the kept sets changed: the key groups' scales are recomputed
   // AERP: the tokens stored as x now, whose K and V MM_k and MM_v recompute as stacked rows
   // (sequence-major, ascending positions).
   m_stage = stage{};
@@ -166,14 +173,15 @@ void functional_run::end_pass(const pass_info& p, std::uint64_t logits_addr) {
     if (m_check_reference) {
       fn::reference_model& ref = *m_ref[b];
       std::vector<float> rl;
+      auto kept = [this, b](unsigned l, unsigned kvh) { return &hs(l, b, kvh).kept; };
+      std::vector<float> fl;
       for (std::uint64_t t = 0; t < p.rows; ++t) {
         const int tok = m_tokens[b].at(p.kv_offset + t);
-        if (p.prefill)
-          rl = ref.step(tok);
-        else
-          rl = ref.step(tok, [this, b](unsigned l, unsigned kvh) { return &hs(l, b, kvh).kept; });
+        rl = p.prefill ? ref.step(tok) : ref.step(tok, kept);
+        if (!m_ref_fp.empty()) fl = p.prefill ? m_ref_fp[b]->step(tok) : m_ref_fp[b]->step(tok, kept);
       }
       m_quality.add(lg, rl, m_text.empty() ? -1 : next);
+      if (!m_ref_fp.empty()) m_quality_fp.add(lg, fl, m_text.empty() ? -1 : next);
     }
     if (m_tokens[b].size() == next_pos) m_tokens[b].push_back(next);
   }

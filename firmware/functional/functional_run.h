@@ -116,6 +116,20 @@ class functional_run : public functional_hooks, public fn::memory_port {
     return m_slots[(std::size_t(l) * m_batch + b) * m_kvh + kvh];
   }
   std::uint64_t kv_addr(unsigned l, bool v, std::uint64_t slot, unsigned b, unsigned kvh) const;
+  // Where functional mode keeps layer l's K (or V) values: the plan's region, or with an integer
+  // KV format (whose region is sized in the format's bytes) a region of binary16 values in DRAM
+  // that the reads quantise (functional_quantised.cpp).
+  const region& kv_region(unsigned l, bool v) const { return v ? m_kv_data[l][1] : m_kv_data[l][0]; }
+  void connect_quantised(memory_plan& plan);
+  // An integer KV format: the KV values read in [addr, addr + len) as the cache stores them
+  // (KIVI's group quantisation, dequantised), with the faults in the stored codes.
+  void read_quantised(std::uint64_t addr, unsigned char* data, std::uint64_t len);
+  // The scale and zero point of each channel of key group j (positions [jG, jG + G)) of a head.
+  const std::vector<kv_format::group_params>& key_group(unsigned l, unsigned b, unsigned kvh, std::uint64_t j);
+  // Flips the faulty bits of a stored word of `bits` bits (a 16-bit format's word or an integer
+  // code) of element `elem` at `a` in on-chip layer l's K (v = 0) or V; counts them by group.
+  std::uint32_t flip(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem, std::uint64_t a,
+                     bool high, double now);
   void update_kept(const pass_info& p);
   void attach(std::shared_ptr<fn::desc> d);
   // Product p's query (or result) rows, the keys of columns [first, first + n) of its score rows
@@ -176,6 +190,20 @@ class functional_run : public functional_hooks, public fn::memory_port {
   std::vector<std::unique_ptr<fn::reference_model>> m_ref;
   bool m_check_reference = true;
   fn::quality_metrics m_quality;
+  // An integer KV format (int8, int4: the run's policy.kv_format; binary16 otherwise) and what
+  // it needs: the values' regions, the key groups' scales (recomputed when a layer's keys or the
+  // kept sets change), the full-precision reference and its comparison.
+  kv_format m_kv_fmt;
+  std::vector<std::array<region, 2>> m_kv_data;  // per layer: where K and V values are
+  std::vector<std::uint64_t> m_kv_epoch;         // per layer: bumped at each write of its keys
+  struct key_group_cache {
+    std::uint64_t epoch = ~0ull;
+    std::vector<kv_format::group_params> ch;
+  };
+  std::vector<key_group_cache> m_key_groups;  // [layer][sequence][kv head][group]
+  std::uint64_t m_key_group_count = 0;        // groups per head
+  std::vector<std::unique_ptr<fn::reference_model>> m_ref_fp;
+  fn::quality_metrics m_quality_fp;
   bool m_record_probs = false;                    // a functional attention source reads them
   std::unordered_map<std::uint64_t, std::vector<std::pair<std::uint32_t, float>>> m_probs;
   // Faults.

@@ -7,6 +7,7 @@
 
 namespace kelle {
 
+// Of the plan's KV regions: the addresses the firmware's commands carry.
 int functional_run::kv_layer_of(std::uint64_t addr, bool& is_v) const {
   for (unsigned l = 0; l < m_shape.layers; ++l)
     for (int v = 0; v < 2; ++v) {
@@ -20,7 +21,7 @@ int functional_run::kv_layer_of(std::uint64_t addr, bool& is_v) const {
 }
 
 std::uint64_t functional_run::kv_addr(unsigned l, bool v, std::uint64_t slot, unsigned b, unsigned kvh) const {
-  const region& r = v ? m_plan->kv(l).v : m_plan->kv(l).k;
+  const region& r = kv_region(l, v);
   return r.addr + ((slot * m_batch + b) * m_kvh + kvh) * m_hd * 2;
 }
 

@@ -1,5 +1,7 @@
 #include "firmware/functional/reference.h"
 
+#include "models/compute/functional/half.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -42,6 +44,43 @@ const float* reference_model::v(unsigned l, unsigned h, std::uint64_t p) const {
   return &m_v[l][p * m_m.cfg.kv_dim() + std::size_t(h) * m_m.cfg.head_dim()];
 }
 
+void reference_model::quantise_kept(unsigned l, unsigned kvh, const std::vector<std::uint32_t>& keys) {
+  const unsigned hd = m_m.cfg.head_dim(), G = m_fmt.group();
+  auto half = [](float x) { return from_half(to_half(x)); };  // as the cache stores it
+  m_kq.assign(keys.size() * hd, 0.0f);
+  m_vq.assign(keys.size() * hd, 0.0f);
+  // Keys: per channel over the kept positions of each group of G consecutive positions.
+  for (std::size_t j0 = 0; j0 < keys.size();) {
+    std::size_t j1 = j0;
+    while (j1 < keys.size() && keys[j1] / G == keys[j0] / G) ++j1;
+    for (unsigned c = 0; c < hd; ++c) {
+      float lo = half(k(l, kvh, keys[j0])[c]), hi = lo;
+      for (std::size_t j = j0; j < j1; ++j) {
+        const float x = half(k(l, kvh, keys[j])[c]);
+        lo = std::min(lo, x);
+        hi = std::max(hi, x);
+      }
+      const kv_format::group_params p = m_fmt.params(lo, hi);
+      for (std::size_t j = j0; j < j1; ++j)
+        m_kq[j * hd + c] = m_fmt.dequantise(m_fmt.quantise(half(k(l, kvh, keys[j])[c]), p), p);
+    }
+    j0 = j1;
+  }
+  // Values: per token over each group of G consecutive channels.
+  for (std::size_t j = 0; j < keys.size(); ++j) {
+    const float* vv = v(l, kvh, keys[j]);
+    for (unsigned c0 = 0; c0 < hd; c0 += G) {
+      float lo = half(vv[c0]), hi = lo;
+      for (unsigned c = c0; c < c0 + G; ++c) {
+        lo = std::min(lo, half(vv[c]));
+        hi = std::max(hi, half(vv[c]));
+      }
+      const kv_format::group_params p = m_fmt.params(lo, hi);
+      for (unsigned c = c0; c < c0 + G; ++c) m_vq[j * hd + c] = m_fmt.dequantise(m_fmt.quantise(half(vv[c]), p), p);
+    }
+  }
+}
+
 std::vector<float> reference_model::step(int token, const kept_fn& kept) {
   const llama_config& c = m_m.cfg;
   const unsigned d = c.dim, hd = c.head_dim(), kvd = c.kv_dim(), G = c.heads / c.kv_heads;
@@ -70,12 +109,14 @@ std::vector<float> reference_model::step(int token, const kept_fn& kept) {
         keys = &all;
       }
       std::vector<float> s(keys->size());
+      const bool quantised = m_fmt.grouped() && kept;
+      if (quantised) quantise_kept(l, kvh, *keys);
       for (unsigned g = 0; g < G; ++g) {
         const unsigned hh = kvh * G + g;
         const float* qh = &q[std::size_t(hh) * hd];
         float mx = -std::numeric_limits<float>::infinity();
         for (std::size_t j = 0; j < keys->size(); ++j) {
-          const float* kk = k(l, kvh, (*keys)[j]);
+          const float* kk = quantised ? &m_kq[j * hd] : k(l, kvh, (*keys)[j]);
           float dot = 0;
           for (unsigned i = 0; i < hd; ++i) dot += qh[i] * kk[i];
           s[j] = dot * inv;
@@ -88,7 +129,7 @@ std::vector<float> reference_model::step(int token, const kept_fn& kept) {
         std::fill(out, out + hd, 0.0f);
         for (std::size_t j = 0; j < keys->size(); ++j) {
           const float p = s[j] / sum;
-          const float* vv = v(l, kvh, (*keys)[j]);
+          const float* vv = quantised ? &m_vq[j * hd] : v(l, kvh, (*keys)[j]);
           for (unsigned i = 0; i < hd; ++i) out[i] += p * vv[i];
         }
       }

@@ -142,6 +142,16 @@ void llm_workload::add_results(nlohmann::json& r) const {
                {"high_score_bytes", nullptr},
                {"low_score_bytes", nullptr}};
   }
+  // The KV cache's number format and what a token takes in it (docs/policies/kv-format.md).
+  const double token_layer = double(m_model.kv_bytes_per_token_layer());
+  r["kv"]["format"] = {{"name", m_model.kv.name()},
+                       {"bits", m_model.kv.bits()},
+                       {"group_size", m_model.kv.group()},
+                       {"row_bytes", m_model.kv_row_bytes()},
+                       {"scale_bytes_per_row", m_model.kv.scale_bytes(m_model.head_dim)},
+                       {"bytes_per_token_layer", token_layer},
+                       {"tokens_per_MiB_per_layer", double(1 << 20) / token_layer},
+                       {"tokens_per_MiB", double(1 << 20) / (token_layer * m_model.layers)}};
   // Refresh of the on-chip KV data.
   nlohmann::json fail = nullptr, rate = nullptr;
   if (m_plan->kv_layers_touching_chip() > 0) {

@@ -67,6 +67,8 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
     p.fail("context_len", "context_len + decode_len = " + std::to_string(m_context + m_decode) +
                               " tokens exceeds workload.max_tokens = " + std::to_string(limit));
   if (!a.root) throw config_error("the llm workload needs the scenario's top level");
+  // The KV cache's number format sizes every KV byte of the run (docs/policies/kv-format.md).
+  m_model.kv = kv_format::from_config(a.root->child_or_empty("policy"), m_model.head_dim);
   m_run = run_config::resolve(*a.root);
   m_scheduler = schedulers().create(m_run.scheduler.name);
   m_progress = p.get_bool("progress", true, "show progress on a terminal") && isatty(STDERR_FILENO);
@@ -129,6 +131,12 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   }
   const std::string& refresh_name = m_run.refresh_policy.name;
   m_refresh = refresh_policies().create(refresh_name, pol);
+  // A refresh policy that splits the stored word by its fields (SHIELD: sign and exponent against
+  // mantissa) needs a floating-point word; integer codes have only bits 2DRP's MSB/LSB halves split.
+  if (m_model.kv.grouped() && m_refresh->kv_fields().text() != "msb_lsb")
+    pol.fail("kv_format", m_model.kv.name() + " stores integer codes, which have no sign, exponent or mantissa field; " +
+                              refresh_name + " splits the KV words by the field map '" + m_refresh->kv_fields().text() +
+                              "': use policy.refresh none, uniform or 2drp with an integer KV format");
   if (m_refresh->needs_groups() && !m_policy)
     pol.fail("refresh", refresh_name + " needs the high/low-score groups of a KV policy that scores tokens "
                                        "(policy.kv: aep, aerp, streaming or h2o; this scenario has full)");

@@ -20,7 +20,7 @@ memory_target& memory_of(platform_view& p, const std::string& name) {
 
 recompute_plan::recompute_plan(kv_policy& policy, const model_shape& m, unsigned batch, const memory_plan& plan,
                                const layer_ops& ops, platform_view& platform)
-    : m_pair_bytes(2.0 * m.head_dim * model_shape::act_bytes) {
+    : m_pair_bytes(2.0 * double(m.kv_row_bytes())) {
   using mode = kv_policy::recompute_request::mode;
   const kv_policy::recompute_request req = policy.recompute_budget();
   m_mode = req.kind == mode::automatic ? "auto" : req.kind == mode::all ? "all" : req.kind == mode::none ? "none" : "fixed";

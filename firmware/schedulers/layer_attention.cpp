@@ -23,6 +23,7 @@ command layer_ops::qk_command(std::uint64_t heads, std::uint64_t rows, std::uint
   set_operand_class(c, operand_a, traffic_class::activations);
   set_operand_class(c, operand_b, kv);
   set_operand_class(c, operand_c, traffic_class::activations);
+  if (kv == traffic_class::kv) c.flags |= m_model.kv.command_bits();  // the cache's number format
   return c;
 }
 
@@ -41,6 +42,7 @@ command layer_ops::av_command(std::uint64_t heads, std::uint64_t rows, std::uint
   set_operand_class(c, operand_a, traffic_class::activations);
   set_operand_class(c, operand_b, kv);
   set_operand_class(c, operand_c, traffic_class::activations);
+  if (kv == traffic_class::kv) c.flags |= m_model.kv.command_bits();  // the cache's number format
   return c;
 }
 
@@ -54,7 +56,9 @@ std::uint64_t layer_ops::score_heads(const pass_info& pass, unsigned layer, std:
 ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out) {
   const std::uint64_t B = pass.batch, T = pass.rows, N = pass.attended(layer), D = m_model.head_dim;
   const std::uint64_t kvh = m_model.kv_heads, g = m_model.heads / m_model.kv_heads;
-  const std::uint64_t ab = model_shape::act_bytes;
+  // R: one token's K (or V) row of one head in the cache (the KV format's bytes); the staging
+  // buffer holds 16-bit rows.
+  const std::uint64_t ab = model_shape::act_bytes, R = m_model.kv_row_bytes();
   const std::uint64_t hg = score_heads(pass, layer, m_plan.arena_free());
   tensor buf[2] = {produce("scores", score_bytes(pass, layer, hg), size_rule::scores_first),
                    produce("scores", score_bytes(pass, layer, hg), size_rule::scores_second)};
@@ -73,15 +77,16 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
   const std::uint64_t n_stage = staged ? std::min(N, T + pass.attended_x(layer)) : 0, n_cache = N - n_stage;
   const std::uint64_t n_chip = chip_slots(layer) ? std::min(n_cache, kv.chip_tokens) : 0;
   std::vector<kv_part> parts;
-  if (n_chip) parts.push_back({kv.k_chip, kv.v_chip, 0, n_chip, 0, B * kv.chip_tokens * D * ab, traffic_class::kv});
+  if (n_chip) parts.push_back({kv.k_chip, kv.v_chip, 0, n_chip, 0, B * kv.chip_tokens * R, R, traffic_class::kv});
   if (n_cache > n_chip && (n_chip || staged))
-    parts.push_back({kv.k, kv.v, n_chip, n_cache - n_chip, n_chip * D * ab, B * m_plan.kv_token_slots() * D * ab,
+    parts.push_back({kv.k, kv.v, n_chip, n_cache - n_chip, n_chip * R, B * m_plan.kv_token_slots() * R, R,
                      traffic_class::kv});
   if (parts.empty() && streamed(kv.k))  // the whole layer in DRAM: streamed in one part
-    parts.push_back({kv.k, kv.v, 0, N, 0, B * m_plan.kv_token_slots() * D * ab, traffic_class::kv});
+    parts.push_back({kv.k, kv.v, 0, N, 0, B * m_plan.kv_token_slots() * R, R, traffic_class::kv});
   if (n_stage) {
     const std::uint64_t head = (m_stage.rows + m_stage.stacked) * D * ab;
-    parts.push_back({m_stage.buf[0].where, m_stage.buf[1].where, n_cache, n_stage, 0, head, traffic_class::activations});
+    parts.push_back({m_stage.buf[0].where, m_stage.buf[1].where, n_cache, n_stage, 0, head, D * ab,
+                     traffic_class::activations});
     depend(tensor{m_stage.buf[0].where, m_stage.ready[0], -1, "k"}, m_rsa->block);  // the keys' RoPE
   }
   for (std::uint64_t h0 = 0, j = 0; h0 < kvh; h0 += hg, ++j) {
@@ -95,7 +100,7 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
       s = tensor{s.where, {}, -1, "scores"};
       continue;
     }
-    command qk = qk_command(B * h, g * T, N, q.where.addr + B * h0 * g * T * D * ab, kv.k.addr + B * h0 * N * D * ab,
+    command qk = qk_command(B * h, g * T, N, q.where.addr + B * h0 * g * T * D * ab, kv.k.addr + B * h0 * N * R,
                             s.where.addr, traffic_class::kv);
     if (select && m_evictor) qk.flags |= flag_scores_to_evictor;
     if (m_fn) m_fn->scores(qk, layer, h0, q.where.addr, 0, N);
@@ -104,7 +109,7 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
     const ticket t2 = sfu(opcode::softmax, s, B * h * g * T, N, s.where);
     s.producer = t2;
     if (select && !m_evictor) search_min(s, pass, h0, h, N);
-    command av = av_command(B * h, g * T, N, s.where.addr, kv.v.addr + B * h0 * N * D * ab,
+    command av = av_command(B * h, g * T, N, s.where.addr, kv.v.addr + B * h0 * N * R,
                             out.addr + B * h0 * g * T * D * ab, traffic_class::kv);
     depend(s, m_rsa->block);
     if (m_fn) m_fn->context(av, layer, h0, out.addr, 0, N);
@@ -166,7 +171,7 @@ std::uint64_t layer_ops::chunk_count(const stream_job& job) const {
 
 layer_ops::stream_chunk layer_ops::chunk_at(const stream_job& job, std::uint64_t i) const {
   // As many whole tokens of a pair as fit a buffer, then as many pairs as fit.
-  const std::uint64_t row = std::uint64_t(m_model.head_dim) * model_shape::act_bytes, buf = m_plan.kv_stream_bytes();
+  const std::uint64_t row = m_model.kv_row_bytes(), buf = m_plan.kv_stream_bytes();  // streamed: cache rows
   const std::uint64_t nt = std::min(job.tokens, std::max<std::uint64_t>(1, buf / row));
   const std::uint64_t np = std::min(job.pairs, std::max<std::uint64_t>(1, buf / (nt * row)));
   const std::uint64_t tchunks = (job.tokens + nt - 1) / nt;
@@ -182,7 +187,7 @@ layer_ops::stream_load layer_ops::load_chunk(const stream_job& job, const stream
   const unsigned b = m_next_stream;
   m_next_stream ^= 1u;
   if (m_stream_user[b].valid()) m_drv.wait(m_stream_user[b]);  // the buffer's last reader
-  const std::uint64_t row = std::uint64_t(m_model.head_dim) * model_shape::act_bytes;
+  const std::uint64_t row = m_model.kv_row_bytes();
   const std::uint64_t bytes = c.np * c.nt * row;
   // The chunk's data in DRAM (timing addresses: which memory and banks, not a slot map).
   std::uint64_t src = job.src + (c.p0 * job.tokens + c.t0) * row;
@@ -211,7 +216,7 @@ ticket layer_ops::stream(const stream_job& job, Issue issue, const stream_job* n
     // Read once: the eDRAM stops refreshing the chunk when its reader completes.
     if (refresh_control* e = m_stream_edram) {
       const std::uint64_t local = m_stream_local[cur.buffer];
-      const std::uint64_t bytes = c.np * c.nt * std::uint64_t(m_model.head_dim) * model_shape::act_bytes;
+      const std::uint64_t bytes = c.np * c.nt * m_model.kv_row_bytes();
       m_drv.after(last, [e, local, bytes] { e->release(local, bytes); });
     }
     cur = nxt;
@@ -243,7 +248,7 @@ void layer_ops::parts_attention(const tensor& q, const pass_info& pass, unsigned
   }
   ticket t1;
   for (const kv_part& pt : parts) {  // q . K^T of each part into its columns of the score rows
-    const std::uint64_t bytes = B * h * pt.n * D * ab;
+    const std::uint64_t bytes = B * h * pt.n * pt.row;
     if (streamed(pt.k)) {
       const stream_job next = first_v ? job(first_v->v, *first_v) : stream_job{};
       t1 = stream(job(pt.k, pt), [&](const stream_chunk& c) {
@@ -266,7 +271,7 @@ void layer_ops::parts_attention(const tensor& q, const pass_info& pass, unsigned
   depend(s, m_rsa->block);
   ticket last;
   for (const kv_part& pt : parts) {  // A . V accumulated over the parts
-    const std::uint64_t bytes = B * h * pt.n * D * ab;
+    const std::uint64_t bytes = B * h * pt.n * pt.row;
     if (streamed(pt.v)) {
       last = stream(job(pt.v, pt), [&](const stream_chunk& c) {
         const command av = av_command(c.np, g * T, c.nt, s.where.addr + (c.p0 * g * T * N + pt.first + c.t0) * ab,

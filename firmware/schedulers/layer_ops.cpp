@@ -74,10 +74,13 @@ ticket layer_ops::project_rows(const tensor& x, std::uint64_t w, std::uint64_t k
     g.n = static_cast<std::uint32_t>(ni);
     g.addr_a = x.where.addr;
     g.addr_b = m_plan.weight_buffer(cur.buffer).addr;
-    g.addr_c = y.addr + (rows + extra) * i * tn * model_shape::act_bytes;
+    // Into the cache (class kv) the rows are in the KV format: a tile's rows of tn elements.
+    const bool into_cache = y_kind == traffic_class::kv;
+    g.addr_c = y.addr + (rows + extra) * i * (into_cache ? m_model.kv.row_bytes(tn) : tn * model_shape::act_bytes);
     set_operand_class(g, operand_a, traffic_class::activations);
     set_operand_class(g, operand_b, traffic_class::weights);
     set_operand_class(g, operand_c, y_kind);
+    if (into_cache) g.flags |= m_model.kv.command_bits();
     if (extra) {  // AERP: the stored x vectors stream through the array under the new rows
       g.extra = static_cast<std::uint32_t>(extra);
       g.addr_d = stacked.addr;
@@ -112,7 +115,7 @@ ticket layer_ops::sfu_as(traffic_class kind, opcode op, const tensor& in, std::u
 
 region layer_ops::kv_slot(unsigned layer, bool v, const pass_info& pass) const {
   const memory_plan::kv_layer& kv = m_plan.kv(layer);
-  const std::uint64_t per_token = std::uint64_t(m_model.kv_heads) * m_model.head_dim * model_shape::act_bytes;
+  const std::uint64_t per_token = std::uint64_t(m_model.kv_heads) * m_model.kv_row_bytes();  // in the KV format
   // A new token takes an evicted slot once the cache is full (policies overwrite in place).
   const std::uint64_t slot = pass.kv_offset % m_plan.kv_token_slots();
   // Slots below chip_tokens of a partly placed layer are on chip (a range that straddles the
@@ -163,6 +166,16 @@ ticket layer_ops::rope_k(unsigned layer, const pass_info& pass, const ticket& k)
   tensor in{staged ? m_stage.buf[0].where : kv_slot(layer, false, pass), k, -1, "k"};
   const std::uint64_t n = staged ? rows + m_stage.stacked : rows;
   if (staged) in.where.bytes = n * m_model.kv_heads * m_model.head_dim * model_shape::act_bytes;
+  // The SFU reads and writes 16-bit elements. In a cache of an integer KV format the new keys'
+  // RoPE is costed as 16-bit reads and writes of their rows (a quantising design rotates before
+  // it quantises; docs/policies/kv-format.md): kept inside the layer's region.
+  const std::uint64_t sfu_bytes = n * m_model.kv_heads * m_model.head_dim * model_shape::act_bytes;
+  if (!staged && sfu_bytes > in.where.bytes) {
+    const memory_plan::kv_layer& kv = m_plan.kv(layer);
+    const region& whole = in.where.addr >= kv.k.addr && in.where.addr < kv.k.addr + kv.k.bytes ? kv.k : kv.k_chip;
+    in.where.addr = std::max(whole.addr, std::min(in.where.addr, whole.addr + whole.bytes - std::min(whole.bytes, sfu_bytes)));
+    in.where.bytes = sfu_bytes;
+  }
   // Keys in the cache are KV traffic; the staging buffer is an activation buffer.
   const ticket t = sfu_as(staged ? traffic_class::activations : traffic_class::kv, opcode::rope, in,
                           n * m_model.kv_heads, m_model.head_dim, in.where);

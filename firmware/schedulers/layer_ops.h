@@ -161,6 +161,7 @@ class layer_ops final : public scheduler_ops {
     std::uint64_t first, n;    // its first token (column of the score rows) and token count
     std::uint64_t offset;      // bytes before the part's first token in the region
     std::uint64_t head_bytes;  // bytes of K (or V) between consecutive KV heads' data
+    std::uint64_t row;         // bytes of one token's K (or V) of one head (the KV format's in the cache)
     traffic_class kind;        // its traffic class
   };
   void parts_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out, tensor& s,

@@ -101,12 +101,15 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
     pl.fail("kv_stream_KiB", "at least 8 KiB (two 4 KiB buffers), or 0 for none");
   }
 
-  // KV cache.
-  const std::uint64_t half = std::uint64_t(batch) * max_tokens * kv * model_shape::act_bytes;  // K or V of a layer
+  // KV cache: K (or V) of one token of one sequence is kv_heads rows in the KV format.
+  const std::uint64_t kv_token = std::uint64_t(m.kv_heads) * m.kv_row_bytes();
+  if (m.kv.type() != kv_format::kind::binary16)
+    m_kv_format = m.kv.name() + (m.kv.grouped() ? " G=" + std::to_string(m.kv.group()) : std::string()) + " KV";
+  const std::uint64_t half = std::uint64_t(batch) * max_tokens * kv_token;  // K or V of a layer
   const std::uint64_t kvcap = p.memory(kvmem)->capacity_bytes() - used[kvmem];
   const bool fill = pl.get_choice("kv_placement", "fill", {"first_layers", "fill"}) == "fill";
   m_kv_on_chip = static_cast<unsigned>(std::min<std::uint64_t>(m.layers, kvcap / align(2 * half)));
-  const std::uint64_t token_bytes = std::uint64_t(batch) * kv * model_shape::act_bytes;  // one slot, K or V
+  const std::uint64_t token_bytes = std::uint64_t(batch) * kv_token;  // one slot, K or V
   // The DRAM-resident KV: when weights and KV exceed the DRAM, the run is refused unless the
   // scenario allows the overflow (placement.allow_dram_overflow). Then the KV halves that do not
   // fit share addresses with others in a fold of the DRAM (every half still at an address of
@@ -246,7 +249,9 @@ std::string memory_plan::describe() const {
   std::ostringstream o;
   o << "weight tile buffers 2 x " << (m_weight_buf[0].bytes >> 10) << " KiB in " << m_weight_buf[0].memory
     << "; KV of " << m_kv_on_chip << " of " << m_kv.size() << " layers on chip";
-  if (!m_kv.empty()) o << " (" << (m_kv[0].k.bytes * 2 >> 10) << " KiB per layer)";
+  if (!m_kv.empty())
+    o << " (" << (m_kv[0].k.bytes * 2 >> 10) << " KiB per layer" << (m_kv_format.empty() ? "" : ", " + m_kv_format)
+      << ")";
   if (kv_layers_touching_chip() > m_kv_on_chip)
     o << " and the first " << m_kv[m_kv_on_chip].chip_tokens << " token slots of layer " << m_kv_on_chip;
   if (kv_stream_bytes()) o << "; KV stream buffers 2 x " << (kv_stream_bytes() >> 10) << " KiB in " << m_kv_stream[0].memory;

@@ -4,7 +4,7 @@
 //   tile is contiguous; the LM head after the last layer.
 // - Weight staging: two tile buffers (double buffering) that split the weight SRAM (`sram` on
 //   the SRAM baselines: its weight share, `placement.weight_buffer_KiB`).
-// - KV cache: per layer, batch x max_tokens x kv_bytes_per_token_layer. Policy `first_layers`:
+// - KV cache: per layer, batch x max_tokens x kv_bytes_per_token_layer (in the KV format). Policy `first_layers`:
 //   the KV memory holds the KV of as many whole layers as fit, layers 0, 1, ... in order; the
 //   other layers' KV lives in DRAM and the attention reads it from there, or (opt-in,
 //   `placement.kv_stream_KiB`) streams it through two KV stream buffers on the KV memory, as the
@@ -120,6 +120,7 @@ class memory_plan {
   std::string m_spill_error;
   std::uint64_t m_fold_base = 0, m_fold_bytes = 0;  // the DRAM after the weights
   std::uint64_t m_spill_overflow = 0;               // the most the spills exceeded their area by
+  std::string m_kv_format;  // the KV format, for describe() (empty: binary16)
 };
 
 }  // namespace kelle

@@ -96,7 +96,7 @@ void add(const char* name, const char* desc, unsigned layers, unsigned hidden, u
          bool tied) {
   models().add(name, desc, [=] {
     auto s = std::make_unique<model_shape>();
-    *s = model_shape{name, layers, hidden, heads, kv_heads, head_dim, ffn, ft, nk, vocab, tied};
+    *s = model_shape{name, layers, hidden, heads, kv_heads, head_dim, ffn, ft, nk, vocab, tied, kv_format{}};
     return s;
   });
 }

@@ -1,8 +1,10 @@
 // The shapes of the LLMs the firmware runs: the public configurations of the models the paper
 // evaluates (spec section 6), chosen by name (`kelle-vp list models`), or a custom shape given
-// in the scenario. Sizes follow from the shape: weights are int8, activations and KV 16-bit.
+// in the scenario. Sizes follow from the shape and the KV cache's number format: weights are
+// int8, activations 16-bit, the KV cache in `kv` (policy.kv_format: binary16 unless a run sets it).
 #pragma once
 
+#include "models/compute/kv_format.h"
 #include "platform/config/config.h"
 #include "platform/registry/registry.h"
 
@@ -27,8 +29,11 @@ struct model_shape {
   unsigned vocab = 0;
   bool tied_embeddings = false;  // the LM head shares the embedding matrix
 
+  // The KV cache's number format (policy.kv_format, set by the run; docs/policies/kv-format.md).
+  kv_format kv;
+
   static constexpr std::uint64_t weight_bytes_per_param = 1;  // int8
-  static constexpr std::uint64_t act_bytes = 2;               // 16-bit activations and KV
+  static constexpr std::uint64_t act_bytes = 2;               // 16-bit activations (and x vectors)
 
   // Parameters of one decoder layer's matrices: W_q, W_k, W_v, W_o and the FFN.
   std::uint64_t layer_params() const;
@@ -37,8 +42,11 @@ struct model_shape {
   std::uint64_t weight_bytes_per_pass() const;
   // Bytes of all weights stored in DRAM (layers, LM head and embeddings, counted once if tied).
   std::uint64_t weight_bytes_stored() const;
-  // KV bytes of one token in one layer: K and V, kv_heads x head_dim 16-bit values each.
-  std::uint64_t kv_bytes_per_token_layer() const { return 2ull * kv_heads * head_dim * act_bytes; }
+  // Bytes of one token's K (or V) of one KV head in the cache: head_dim elements in the KV format,
+  // with its group scales (2 x head_dim for the 16-bit formats).
+  std::uint64_t kv_row_bytes() const { return kv.row_bytes(head_dim); }
+  // KV bytes of one token in one layer: K and V of every KV head.
+  std::uint64_t kv_bytes_per_token_layer() const { return 2ull * kv_heads * kv_row_bytes(); }
   // Bytes of the input vector x_n of one token (AERP stores it instead of K and V).
   std::uint64_t x_bytes_per_token() const { return std::uint64_t(hidden) * act_bytes; }
 

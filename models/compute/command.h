@@ -46,6 +46,13 @@ std::string to_string(opcode op);
 constexpr std::uint32_t flag_scores_to_evictor = 1u << 0;
 // gemm: the stationary operand B is 16-bit (activations such as V in A . V), not int8 weights.
 constexpr std::uint32_t flag_b_16bit = 1u << 1;
+// RSA: the number format of the KV cache (models/compute/kv_format.h) when it is not 16-bit:
+// bits 2-4 the format (3: int8, 4: int4), bits 5-8 log2 of its group size. It applies to operand
+// b (the keys or values the attention reads) and operand c (a projection's new rows written into
+// the cache) when their traffic class is kv: a row of n elements moves kv_format::row_bytes(n)
+// bytes (codes and group scales) instead of 2n. 0: 16-bit (every operand as above).
+constexpr unsigned flag_kv_format_shift = 2;
+constexpr unsigned flag_kv_group_shift = 5;
 // Bits 16 to 31: the traffic class of each operand (a, b, c, d: 4 bits each, from bit 16), which
 // the block's operand engine attaches to the operand's transactions (platform/tlm/traffic_class.h).
 // 0 (unclassified) unless the firmware says.

@@ -38,16 +38,7 @@ const char* const tiny_yaml =
     "  progress: false\n";
 
 // Runs the configuration `make` returns in a child process; its results.json.
-nlohmann::json run_config(const std::function<config()>& make) {
-  const std::string out = test::in_child_process([&] {
-    auto cfg = make();
-    platform p(cfg);
-    p.run();
-    return p.results().dump();
-  });
-  if (out.rfind("error: ", 0) == 0) throw std::runtime_error(out);
-  return nlohmann::json::parse(out);
-}
+nlohmann::json run_config(const std::function<config()>& make) { return test::results_in_child(make); }
 
 nlohmann::json run(std::vector<std::string> o, const std::string& yaml = tiny_yaml) {
   return run_config([&] { return config::from_string(yaml, "functional.yaml", o); });

@@ -142,4 +142,15 @@ std::string in_child_process(const std::function<std::string()>& f) {
   return out;
 }
 
+nlohmann::json results_in_child(const std::function<config()>& make) {
+  const std::string out = in_child_process([&] {
+    auto cfg = make();
+    platform p(cfg);
+    p.run();
+    return p.results().dump();
+  });
+  if (out.rfind("error: ", 0) == 0) throw std::runtime_error(out);
+  return nlohmann::json::parse(out);
+}
+
 }  // namespace kelle::test

@@ -73,4 +73,8 @@ struct bench {
 // An exception in the child comes back as "error: <what>".
 std::string in_child_process(const std::function<std::string()>& f);
 
+// Builds the platform of the configuration `make` returns in a child process, runs it and returns
+// its results.json; an error in the child is thrown here (std::runtime_error "error: <what>").
+nlohmann::json results_in_child(const std::function<config()>& make);
+
 }  // namespace kelle::test

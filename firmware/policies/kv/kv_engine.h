@@ -82,7 +82,8 @@ class kv_engine final : public kv_policy {
               double* acc);
 
   bool bytes_favour_x(std::uint16_t count, double min_saved) const;
-  double pair_bytes() const { return 2.0 * m_model.head_dim * model_shape::act_bytes; }
+  // K and V of one token in one KV head, in the KV cache's format (with its group scales).
+  double pair_bytes() const { return 2.0 * double(m_model.kv_row_bytes()); }
   bool popular(std::uint16_t count) const {
     return double(count) / double(m_heads.size()) > m_p.popularity_threshold;
   }

@@ -1,5 +1,7 @@
 #include "models/compute/rsa/rsa.h"
 
+#include "models/compute/kv_format.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -54,12 +56,29 @@ std::uint64_t b_elem_bytes(const command& c) {
   return c.op == opcode::gemm && !(c.flags & flag_b_16bit) ? 1 : 2;
 }
 std::uint64_t batches(const command& c) { return c.batch ? c.batch : 1; }
+// The KV format of operand `o` (command.h, flag_kv_format_shift): the command's when the operand
+// is of class kv, else 16-bit.
+kv_format kv_of(const command& c, operand o) {
+  return operand_class(c, o) == traffic_class::kv ? kv_format::from_command(c.flags) : kv_format{};
+}
+// Bytes of one product's operand b: B[k x n] (gemm: a row per k, the tokens of A . V's values)
+// or B[n x k] (gemm_transposed: a row per n, the tokens of q . K^T's keys).
+std::uint64_t b_product_bytes(const command& c) {
+  const kv_format f = kv_of(c, operand_b);
+  if (!f.grouped()) return std::uint64_t(c.k) * c.n * b_elem_bytes(c);
+  return c.op == opcode::gemm_transposed ? c.n * f.row_bytes(c.k) : c.k * f.row_bytes(c.n);
+}
+// Bytes of one result row of n elements (a new token's K or V in the cache in its format).
+std::uint64_t c_row_bytes(const command& c) {
+  const kv_format f = kv_of(c, operand_c);
+  return f.grouped() ? f.row_bytes(c.n) : std::uint64_t(c.n) * act_bytes;
+}
 }  // namespace
 
 std::array<std::uint64_t, 4> rsa::operand_bytes(const command& c) const {
   const std::uint64_t b = batches(c);
-  return {b * c.m * c.k * act_bytes, b * c.k * c.n * b_elem_bytes(c),
-          b * (std::uint64_t(c.m) + c.extra) * c.n * act_bytes, b * c.extra * c.k * act_bytes};
+  return {b * c.m * c.k * act_bytes, b * b_product_bytes(c), b * (std::uint64_t(c.m) + c.extra) * c_row_bytes(c),
+          b * c.extra * c.k * act_bytes};
 }
 
 cmd_status rsa::validate(const command& c) const {
@@ -67,9 +86,11 @@ cmd_status rsa::validate(const command& c) const {
   if (c.m == 0 || c.k == 0 || c.n == 0 || c.m > max_dim || c.k > max_dim || c.n > max_dim ||
       c.extra > max_dim)
     return cmd_status::bad_shape;
-  const std::uint64_t eb = b_elem_bytes(c);
+  // Quantised KV rows are byte-aligned (codes and scales packed per row).
+  const std::uint64_t eb = kv_of(c, operand_b).grouped() ? 1 : b_elem_bytes(c);
+  const std::uint64_t cb = kv_of(c, operand_c).grouped() ? 1 : act_bytes;
   if (c.batch > max_dim) return cmd_status::bad_shape;
-  if (c.addr_a % act_bytes || c.addr_c % act_bytes || c.addr_b % eb || (c.extra && c.addr_d % act_bytes))
+  if (c.addr_a % act_bytes || c.addr_c % cb || c.addr_b % eb || (c.extra && c.addr_d % act_bytes))
     return cmd_status::misaligned;
   return cmd_status::ok;
 }
@@ -78,6 +99,9 @@ cmd_status rsa::execute(const command& c) {
   const sc_core::sc_time start = sc_core::sc_time_stamp();
   const std::uint64_t M = c.m, K = c.k, N = c.n, S = c.extra, Mp = M + S, B = batches(c);
   const std::uint64_t eb = b_elem_bytes(c);
+  // A quantised KV operand b: its bytes spread over the folds by their share of its elements.
+  const bool packed = kv_of(c, operand_b).grouped();
+  const std::uint64_t product_bytes = b_product_bytes(c), product_elems = K * N;
 
   // Input rows: the current tokens' and the stacked recompute rows, of every product.
   cmd_status st = transfer(operand_class(c, operand_a), tlm::TLM_READ_COMMAND, c.addr_a, B * M * K * act_bytes);
@@ -88,13 +112,20 @@ cmd_status rsa::execute(const command& c) {
   // after product.
   const std::uint64_t fk = ceil_div(K, m_rows), fn = ceil_div(N, m_cols), F = B * fk * fn;
   std::vector<std::uint64_t> fold_end(F);  // end byte of each fold's tile
-  std::uint64_t total = 0;
+  std::uint64_t total = 0, elems = 0;
   for (std::uint64_t b = 0, f = 0; b < B; ++b)
     for (std::uint64_t nt = 0; nt < fn; ++nt)
       for (std::uint64_t kt = 0; kt < fk; ++kt, ++f) {
         const std::uint64_t kf = std::min<std::uint64_t>(m_rows, K - kt * m_rows);
         const std::uint64_t nf = std::min<std::uint64_t>(m_cols, N - nt * m_cols);
-        total += kf * nf * eb;
+        if (packed) {
+          elems += kf * nf;
+          total = b * product_bytes + static_cast<std::uint64_t>(double(product_bytes) * double(elems) /
+                                                                 double(product_elems));
+          if (elems == product_elems) total = (b + 1) * product_bytes, elems = 0;
+        } else {
+          total += kf * nf * eb;
+        }
         fold_end[f] = total;
       }
   const std::uint64_t chunk = chunk_bytes(total);
@@ -162,7 +193,7 @@ cmd_status rsa::execute(const command& c) {
   if (end > sc_core::sc_time_stamp()) sc_core::wait(end - sc_core::sc_time_stamp());
 
   // Results (the recomputed rows' too).
-  st = transfer(operand_class(c, operand_c), tlm::TLM_WRITE_COMMAND, c.addr_c, B * Mp * N * act_bytes);
+  st = transfer(operand_class(c, operand_c), tlm::TLM_WRITE_COMMAND, c.addr_c, B * Mp * c_row_bytes(c));
 
   const double macs = static_cast<double>(B * Mp * K * N);
   const double array_cycles = (compute_end - t0) * clock_Hz();

@@ -1,0 +1,121 @@
+// An integer KV format in functional mode (policy.kv_format int8 or int4; docs/policies/kv-format.md):
+// the values the attention reads from the cache are KIVI's group quantisation of the values
+// written (keys per channel over groups of G consecutive positions, values per token over groups
+// of G channels; binary16 scale and zero point from the group's minimum and maximum), and the
+// faults flip bits of the stored codes.
+//
+// How: the engine writes K and V in binary16 into a region of its own (the plan's KV regions are
+// sized in the format's bytes, for the timing); every read of it returns code x scale + zero of
+// each element, its group's scale and zero point computed from the group's written values. A key
+// group's scales are those of the positions it holds now (kept by the head): a group that is not
+// full yet, or whose tokens a policy evicted, is quantised over the tokens it has, as KIVI
+// quantises a full group at once (KIVI keeps the newest tokens in full precision until their
+// group is full; here they are quantised already). The prefill attends to the K and V it computed
+// (as KIVI's prefill does): its reads are not quantised. The reference model quantises the kept
+// keys and values of each decode step the same way (reference_model::set_kv_format).
+#include "firmware/functional/functional_run.h"
+
+#include "models/compute/functional/half.h"
+
+#include <algorithm>
+
+namespace kelle {
+
+void functional_run::connect_quantised(memory_plan& plan) {
+  m_kv_data.assign(m_shape.layers, {});
+  for (unsigned l = 0; l < m_shape.layers; ++l) m_kv_data[l] = {plan.kv(l).k, plan.kv(l).v};
+  if (!m_kv_fmt.grouped()) return;
+  // One binary16 value per element in the functional layout: [slot][sequence][KV head][head_dim].
+  const std::uint64_t bytes = plan.kv_token_slots() * m_batch * m_kvh * m_hd * 2;
+  try {
+    for (unsigned l = 0; l < m_shape.layers; ++l)
+      for (region& r : m_kv_data[l]) {
+        r = plan.dram_spare();
+        r.addr = plan.reserve_top(align(bytes));
+        r.bytes = bytes;
+        r.on_chip = false;
+      }
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("functional mode: the DRAM has no room for the values of the " + m_kv_fmt.name() +
+                             " KV cache above its weights and KV: " + std::string(e.what()));
+  }
+  m_kv_epoch.assign(m_shape.layers, 0);
+  m_key_group_count = (m_context + m_decode + m_kv_fmt.group() - 1) / m_kv_fmt.group();
+  m_key_groups.assign(std::size_t(m_shape.layers) * m_batch * m_kvh * m_key_group_count, key_group_cache{});
+}
+
+const std::vector<kv_format::group_params>& functional_run::key_group(unsigned l, unsigned b, unsigned kvh,
+                                                                     std::uint64_t j) {
+  key_group_cache& c = m_key_groups[((std::size_t(l) * m_batch + b) * m_kvh + kvh) * m_key_group_count + j];
+  if (c.epoch == m_kv_epoch[l]) return c.ch;
+  c.epoch = m_kv_epoch[l];
+  // Minimum and maximum of each channel over the positions of [jG, jG + G) the head keeps.
+  const std::uint32_t G = m_kv_fmt.group();
+  const head_slots& h = hs(l, b, kvh);
+  const auto first = std::lower_bound(h.kept.begin(), h.kept.end(), std::uint32_t(j * G));
+  const auto last = std::lower_bound(first, h.kept.end(), std::uint32_t((j + 1) * G));
+  std::vector<float> lo(m_hd, 0.0f), hi(m_hd, 0.0f);
+  std::vector<std::uint16_t> row(m_hd);
+  for (auto it = first; it != last; ++it) {
+    debug(tlm::TLM_READ_COMMAND, kv_addr(l, false, h.pos_slot.at(*it), b, kvh),
+          reinterpret_cast<unsigned char*>(row.data()), m_hd * 2);
+    for (unsigned ch = 0; ch < m_hd; ++ch) {
+      const float x = fn::from_half(row[ch]);
+      lo[ch] = it == first ? x : std::min(lo[ch], x);
+      hi[ch] = it == first ? x : std::max(hi[ch], x);
+    }
+  }
+  c.ch.resize(m_hd);
+  for (unsigned ch = 0; ch < m_hd; ++ch) c.ch[ch] = m_kv_fmt.params(lo[ch], hi[ch]);
+  return c.ch;
+}
+
+void functional_run::read_quantised(std::uint64_t addr, unsigned char* data, std::uint64_t len) {
+  if (m_pass.prefill) return;  // the prefill attends to the K and V it computed
+  const double now = sc_core::sc_time_stamp().to_seconds();
+  const bool faults = m_fault != fault_mode::none;
+  const unsigned G = m_kv_fmt.group(), bits = m_kv_fmt.bits();
+  std::vector<std::uint16_t> vals(G);
+  for (unsigned l = 0; l < m_shape.layers; ++l)
+    for (int v = 0; v < 2; ++v) {
+      const region& r = kv_region(l, v);
+      const std::uint64_t b = std::max(addr, r.addr), e = std::min(addr + len, r.addr + r.bytes);
+      kv_format::group_params vp;
+      std::uint64_t vp_group = ~0ull;  // the value group vp is of (element index / G)
+      for (std::uint64_t a = b; a + 2 <= e; a += 2) {
+        const std::uint64_t elem = (a - r.addr) / 2, ch = elem % m_hd, hi = elem / m_hd;  // (slot, sequence, kv head)
+        const unsigned kvh = unsigned(hi % m_kvh), sq = unsigned(hi / m_kvh % m_batch);
+        const std::uint64_t slot = hi / m_kvh / m_batch;
+        const head_slots& h = hs(l, sq, kvh);
+        if (slot >= h.slot_pos.size() || h.slot_pos[slot] < 0) continue;  // not a stored token
+        const std::uint32_t pos = std::uint32_t(h.slot_pos[slot]);
+        kv_format::group_params p;
+        if (!v) {
+          p = key_group(l, sq, kvh, pos / G)[ch];
+        } else {
+          if (elem / G != vp_group) {  // the value row's group of G channels, from its written values
+            vp_group = elem / G;
+            debug(tlm::TLM_READ_COMMAND, r.addr + vp_group * G * 2, reinterpret_cast<unsigned char*>(vals.data()), G * 2);
+            float lo = fn::from_half(vals[0]), up = lo;
+            for (std::uint16_t w : vals) {
+              lo = std::min(lo, fn::from_half(w));
+              up = std::max(up, fn::from_half(w));
+            }
+            vp = m_kv_fmt.params(lo, up);
+          }
+          p = vp;
+        }
+        const std::uint16_t stored = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
+        std::uint32_t code = m_kv_fmt.quantise(fn::from_half(stored), p);
+        if (faults && l < m_kv_on_chip) {
+          const bool high = pos < h.score.size() && h.score[pos] > h.threshold;
+          code = flip(code, bits, l, v, elem, a, high, now);
+        }
+        const std::uint16_t out = fn::to_half(m_kv_fmt.dequantise(code, p));
+        data[a - addr] = static_cast<unsigned char>(out & 0xff);
+        data[a - addr + 1] = static_cast<unsigned char>(out >> 8);
+      }
+    }
+}
+
+}  // namespace kelle

@@ -7,8 +7,12 @@
 //   kelle-vp export-attention --model W --text T --tokenizer B --tokens N [--sequences S] -o F.katt [--force]
 //   kelle-vp export-attention --synthetic [--layers L --heads H -p key=value] --tokens N -o F.katt
 //                                 a trained model's attention over a text as a trace (docs/attention.md)
+//   kelle-vp estimate FILE [-p k=v]... [--json] [--designs FILE|- [--csv]]
+//                                 the first-order model of the same scenario, no simulation
+//                                 (firmware/llm/estimate.h); --designs: one design per line
 //   --plugin FILE (run, list, op; repeatable) loads a plugin first (platform/plugin/loader.h)
 #include "firmware/functional/attention_export.h"
+#include "firmware/llm/estimate.h"
 #include "firmware/workload/attention/attention_source.h"
 #include "platform/config/config.h"
 #include "platform/plugin/loader.h"
@@ -23,6 +27,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -30,7 +35,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <chrono>
+#include <map>
 #include <system_error>
 
 #ifndef KELLE_VP_VERSION
@@ -421,6 +429,179 @@ int export_attention(const export_options& o) {
                " layers x " + std::to_string(t.heads) + " heads x " + std::to_string(t.tokens) + " tokens\n");
 }
 
+// kelle-vp estimate: the first-order model (firmware/llm/estimate.h) of one scenario, or of one
+// design per line of --designs (JSON objects of key.path: value overrides, or {"id": ...,
+// "overrides": {...}}), printed as JSON lines or CSV. A design the scenario's rules refuse gets
+// its error in its line ("error"); a line that is not such an object is an input error.
+struct estimate_options {
+  std::string scenario;
+  std::vector<std::string> overrides;
+  std::string designs;  // "" (one design), a file, or "-" (stdin)
+  bool json = false, csv = false;
+};
+
+std::string override_text(const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  return v.dump();
+}
+
+// The estimate's JSON flattened to dotted columns (CSV).
+void flatten(const nlohmann::json& j, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
+  } else {
+    out[prefix] = j.is_string() ? j.get<std::string>() : j.dump();
+  }
+}
+
+std::string csv_cell(const std::string& v) {
+  if (v.find_first_of(",\"\n") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string estimate_summary(const nlohmann::json& r) {
+  char buf[1024];
+  const auto& l = r["latency_s"];
+  const auto& fit = r["dram_fit"];
+  std::snprintf(buf, sizeof buf,
+                "First-order estimate (no simulation): system %s, %s, batch %llu, context %llu + decode %llu\n"
+                "  latency            prefill %.4g ms, decode %.4g ms (%.4g ms per step), total %.4g ms\n"
+                "  roofline           prefill bound %.4g ms (%s), decode bound %.4g ms (%s)\n"
+                "  energy             %.4g J in all, %.4g mJ per generated token\n"
+                "  area               %.4g mm2 on chip\n"
+                "  DRAM               weights %.4g MB + KV %.4g MB of %.4g MB: %s\n",
+                r["system"].get<std::string>().c_str(), r["llm"]["model"].get<std::string>().c_str(),
+                r["llm"]["batch"].get<unsigned long long>(), r["llm"]["context_len"].get<unsigned long long>(),
+                r["llm"]["decode_len"].get<unsigned long long>(), l["prefill"].get<double>() * 1e3,
+                l["decode"].get<double>() * 1e3, l["per_decode_step"].get<double>() * 1e3, l["total"].get<double>() * 1e3,
+                r["phases"]["prefill"]["bound_s"].get<double>() * 1e3,
+                r["phases"]["prefill"]["bottleneck"].get<std::string>().c_str(),
+                r["phases"]["decode"]["bound_s"].get<double>() * 1e3,
+                r["phases"]["decode"]["bottleneck"].get<std::string>().c_str(), r["energy_J"]["total"].get<double>(),
+                r["energy_per_token_J"].get<double>() * 1e3, r["area_mm2"]["total"].get<double>(),
+                fit["weights_bytes"].get<double>() / 1e6, fit["kv_bytes"].get<double>() / 1e6,
+                fit["capacity_bytes"].get<double>() / 1e6, fit["fits"].get<bool>() ? "fits" : "does not fit");
+  std::string out = buf;
+  out += "  energy by component\n";
+  for (auto it = r["energy_J"].begin(); it != r["energy_J"].end(); ++it)
+    if (it.key() != "total") {
+      std::snprintf(buf, sizeof buf, "    %-28s %10.4g J\n", it.key().c_str(), it.value().get<double>());
+      out += buf;
+    }
+  return out;
+}
+
+int stdout_error(int err) {
+  std::fprintf(stderr, "kelle-vp: error: stdout: cannot write the output (%s)\n", std::strerror(err));
+  return 2;
+}
+
+int estimate(const estimate_options& o) {
+  kelle::first_order_estimate est;
+  if (o.designs.empty()) {
+    if (o.csv) throw kelle::config_error("--csv: needs --designs (one row per design)");
+    const auto r = est.evaluate(std::make_shared<kelle::config>(kelle::config::load(o.scenario, o.overrides)));
+    if (const int err = print(o.json ? r.dump(2) + "\n" : estimate_summary(r))) return stdout_error(err);
+    return 0;
+  }
+  if (o.json) throw kelle::config_error("--json: with --designs every design is one JSON line already");
+  std::ifstream file;
+  if (o.designs != "-") {
+    file.open(o.designs);
+    if (!file) throw kelle::config_error("--designs " + o.designs + ": cannot read the file (" + std::strerror(errno) + ")");
+  }
+  std::istream& in = o.designs == "-" ? std::cin : file;
+  const std::string where = "--designs " + (o.designs == "-" ? std::string("stdin") : o.designs);
+  std::vector<std::map<std::string, std::string>> rows;
+  std::vector<std::string> columns;
+  std::map<std::string, kelle::config> bases;  // the scenario loaded with each system= a design names
+  std::string line, out;
+  std::uint64_t n = 0, errors = 0, line_no = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json d;
+    try {
+      d = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw kelle::config_error(where + ":" + std::to_string(line_no) + ": expected a JSON object of key.path: value (" +
+                                e.what() + ")");
+    }
+    if (!d.is_object())
+      throw kelle::config_error(where + ":" + std::to_string(line_no) + ": expected a JSON object of key.path: value");
+    nlohmann::json id = line_no, ov = d;
+    if (d.contains("overrides")) {
+      ov = d["overrides"];
+      if (d.contains("id")) id = d["id"];
+      if (!ov.is_object())
+        throw kelle::config_error(where + ":" + std::to_string(line_no) + ": overrides: expected a map of key.path: value");
+    }
+    std::vector<std::string> p = o.overrides;
+    for (auto it = ov.begin(); it != ov.end(); ++it) {
+      if (it.value().is_object() || it.value().is_array() || it.value().is_null())
+        throw kelle::config_error(where + ":" + std::to_string(line_no) + ": " + it.key() +
+                                  ": expected a number, a string or a boolean");
+      p.push_back(it.key() + "=" + override_text(it.value()));
+    }
+    nlohmann::json r;
+    try {
+      // The scenario's files are read once per system a design names (system=NAME selects
+      // them); each design is a copy with its overrides.
+      std::string sys;
+      std::vector<std::string> rest;
+      for (const std::string& a : p) {
+        if (a.rfind("system=", 0) == 0) sys = a;
+        else rest.push_back(a);
+      }
+      auto base = bases.find(sys);
+      if (base == bases.end())
+        base = bases.emplace(sys, kelle::config::load(o.scenario, sys.empty() ? std::vector<std::string>{}
+                                                                              : std::vector<std::string>{sys})).first;
+      r = est.evaluate(std::make_shared<kelle::config>(base->second.with_overrides(rest)));
+    } catch (const kelle::config_error& e) {
+      r = {{"error", one_line(e.what())}};
+      ++errors;
+    }
+    r["id"] = id;
+    ++n;
+    if (o.csv) {
+      std::map<std::string, std::string> flat;
+      flatten(r, "", flat);
+      for (const auto& kv : flat)
+        if (std::find(columns.begin(), columns.end(), kv.first) == columns.end()) columns.push_back(kv.first);
+      rows.push_back(std::move(flat));
+    } else {
+      out += r.dump() + "\n";
+      if (out.size() > (1u << 16)) {
+        if (const int err = print(out)) return stdout_error(err);
+        out.clear();
+      }
+    }
+  }
+  if (o.csv) {
+    std::sort(columns.begin(), columns.end(), [](const std::string& a, const std::string& b) {
+      return (a == "id") != (b == "id") ? a == "id" : a < b;
+    });
+    for (std::size_t i = 0; i < columns.size(); ++i) out += (i ? "," : "") + csv_cell(columns[i]);
+    out += "\n";
+    for (const auto& r : rows) {
+      for (std::size_t i = 0; i < columns.size(); ++i) {
+        const auto it = r.find(columns[i]);
+        out += (i ? "," : "") + (it == r.end() ? std::string() : csv_cell(it->second));
+      }
+      out += "\n";
+    }
+  }
+  if (const int err = print(out)) return stdout_error(err);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "estimate: %llu designs (%llu refused) in %.3f s: %.0f designs/s\n",
+               static_cast<unsigned long long>(n), static_cast<unsigned long long>(errors), s, s > 0 ? n / s : 0.0);
+  return 0;
+}
+
 int checked_stdout(int rc) {
   errno = 0;
   std::cout.flush();
@@ -534,6 +715,18 @@ int sc_main(int argc, char* argv[]) {
   export_cmd->add_option("-o,--out", eo.out, "the trace file to write")->required();
   export_cmd->add_flag("--force", eo.force, "replace the file if it exists");
 
+  estimate_options eso;
+  auto* estimate_cmd = app.add_subcommand(
+      "estimate", "the first-order model of a scenario's hardware, no simulation (latency, energy, area, DRAM fit)");
+  estimate_cmd->add_option("scenario", eso.scenario, "scenario file (YAML)")->required();
+  estimate_cmd->add_option("-p,--param", eso.overrides, "override a key: key.path=value (repeatable; every design)");
+  estimate_cmd->add_flag("--json", eso.json, "print the estimate as JSON");
+  estimate_cmd->add_option("--designs", eso.designs,
+                           "one design per line, a JSON object of key.path: value overrides ('-': stdin); "
+                           "prints one JSON line per design");
+  estimate_cmd->add_flag("--csv", eso.csv, "with --designs: one CSV row per design instead");
+  estimate_cmd->add_option("--plugin", plugins, plugin_help);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -560,6 +753,7 @@ int sc_main(int argc, char* argv[]) {
     if (*list_cmd) return checked_stdout(list(kind));
     if (*op_cmd) return checked_stdout(op(oo));
     if (*export_cmd) return checked_stdout(export_attention(eo));
+    if (*estimate_cmd) return checked_stdout(estimate(eso));
     if (*check_cmd) return checked_stdout(run(co));
     return checked_stdout(run(ro));
   } catch (const kelle::config_error& e) {

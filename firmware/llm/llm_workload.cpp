@@ -28,16 +28,12 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   const config_node& p = a.params;
   m_model = model_from_config(p);
   // A named task sets the defaults of the lengths, the batch and the policy's budget and window.
-  task_spec task{128, 16, 1, 0, 0};
-  const std::string task_name = p.get_choice("task", "none", [] {
-    auto v = tasks().name_list();
-    v.insert(v.begin(), "none");
-    return v;
-  }());
-  if (task_name != "none") task = *tasks().create(task_name);
-  m_batch = static_cast<unsigned>(p.get_uint("batch", task.batch, "sequences decoded together", 1, 4096));
-  m_context = p.get_uint("context_len", task.context_len, "context (prompt) tokens per sequence", 1, 1 << 24);
-  m_decode = p.get_uint("decode_len", task.decode_len, "tokens generated per sequence", 0, 1 << 24);
+  const run_lengths len = run_lengths::read(p);
+  const task_spec& task = len.task;
+  const std::string& task_name = len.task_name;
+  m_batch = len.batch;
+  m_context = len.context;
+  m_decode = len.decode;
   m_skip_prefill = p.get_bool("skip_prefill", false,
                               "decode only: the context's KV is taken as already in the cache");
   if (task_name != "none") {

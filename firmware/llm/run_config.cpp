@@ -20,6 +20,20 @@ run_config::choice pick(const config_node& top, const config_node& system, const
 
 }  // namespace
 
+run_lengths run_lengths::read(const config_node& p) {
+  run_lengths r;
+  r.task_name = p.get_choice("task", "none", [] {
+    auto v = tasks().name_list();
+    v.insert(v.begin(), "none");
+    return v;
+  }());
+  if (r.task_name != "none") r.task = *tasks().create(r.task_name);
+  r.batch = static_cast<unsigned>(p.get_uint("batch", r.task.batch, "sequences decoded together", 1, 4096));
+  r.context = p.get_uint("context_len", r.task.context_len, "context (prompt) tokens per sequence", 1, 1 << 24);
+  r.decode = p.get_uint("decode_len", r.task.decode_len, "tokens generated per sequence", 0, 1 << 24);
+  return r;
+}
+
 run_config run_config::resolve(const config_node& root) {
   const config_node fw = root.child_or_empty("system").child_or_empty("firmware");
   const config_node pol = root.child_or_empty("policy");

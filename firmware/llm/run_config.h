@@ -11,6 +11,7 @@
 // programs into the evictor.
 #pragma once
 
+#include "firmware/workload/tasks.h"
 #include "platform/config/config.h"
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,21 @@
 #include <string>
 
 namespace kelle {
+
+// The batch and lengths of an LLM run: a named task's (workload.task) defaults, each overridden
+// by its own key (workload.batch, context_len, decode_len); read the same way by the run and
+// by the first-order estimate (firmware/llm/estimate.h).
+struct run_lengths {
+  std::string task_name = "none";
+  task_spec task{128, 16, 1, 0, 0};  // without a task: 128 + 16 tokens, batch 1
+  unsigned batch = 1;
+  std::uint64_t context = 0, decode = 0;
+  static run_lengths read(const config_node& workload);
+  // The KV budget a policy with `default_budget` of its own gets unless policy.kv_budget is given.
+  std::uint64_t budget_default(std::uint64_t default_budget) const {
+    return task.kv_budget ? task.kv_budget : default_budget;
+  }
+};
 
 struct run_config {
   struct choice {

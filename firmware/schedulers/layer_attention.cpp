@@ -9,14 +9,30 @@
 
 namespace kelle {
 
-command layer_ops::qk_command(std::uint64_t heads, std::uint64_t rows, std::uint64_t tokens, std::uint64_t q,
-                              std::uint64_t k, std::uint64_t scores, traffic_class kv) const {
+command layer_ops::qk_shape(std::uint64_t head_dim, std::uint64_t heads, std::uint64_t rows, std::uint64_t tokens) {
   command c;
   c.op = opcode::gemm_transposed;
   c.batch = static_cast<std::uint32_t>(heads);
   c.m = static_cast<std::uint32_t>(rows);
-  c.k = static_cast<std::uint32_t>(m_model.head_dim);
+  c.k = static_cast<std::uint32_t>(head_dim);
   c.n = static_cast<std::uint32_t>(tokens);
+  return c;
+}
+
+command layer_ops::av_shape(std::uint64_t head_dim, std::uint64_t heads, std::uint64_t rows, std::uint64_t tokens) {
+  command c;
+  c.op = opcode::gemm;
+  c.flags = flag_b_16bit;
+  c.batch = static_cast<std::uint32_t>(heads);
+  c.m = static_cast<std::uint32_t>(rows);
+  c.k = static_cast<std::uint32_t>(tokens);
+  c.n = static_cast<std::uint32_t>(head_dim);
+  return c;
+}
+
+command layer_ops::qk_command(std::uint64_t heads, std::uint64_t rows, std::uint64_t tokens, std::uint64_t q,
+                              std::uint64_t k, std::uint64_t scores, traffic_class kv) const {
+  command c = qk_shape(m_model.head_dim, heads, rows, tokens);
   c.addr_a = q;
   c.addr_b = k;
   c.addr_c = scores;
@@ -29,13 +45,7 @@ command layer_ops::qk_command(std::uint64_t heads, std::uint64_t rows, std::uint
 
 command layer_ops::av_command(std::uint64_t heads, std::uint64_t rows, std::uint64_t tokens, std::uint64_t scores,
                               std::uint64_t v, std::uint64_t out, traffic_class kv) const {
-  command c;
-  c.op = opcode::gemm;
-  c.flags = flag_b_16bit;
-  c.batch = static_cast<std::uint32_t>(heads);
-  c.m = static_cast<std::uint32_t>(rows);
-  c.k = static_cast<std::uint32_t>(tokens);
-  c.n = static_cast<std::uint32_t>(m_model.head_dim);
+  command c = av_shape(m_model.head_dim, heads, rows, tokens);
   c.addr_a = scores;
   c.addr_b = v;
   c.addr_c = out;
@@ -47,8 +57,11 @@ command layer_ops::av_command(std::uint64_t heads, std::uint64_t rows, std::uint
 }
 
 std::uint64_t layer_ops::score_heads(const pass_info& pass, unsigned layer, std::uint64_t arena_free) const {
-  const std::uint64_t bytes_per_head = score_bytes(pass, layer, 1);
-  std::uint64_t heads = m_model.kv_heads;
+  return score_heads(m_model.kv_heads, score_bytes(pass, layer, 1), arena_free);
+}
+
+std::uint64_t layer_ops::score_heads(std::uint64_t kv_heads, std::uint64_t bytes_per_head, std::uint64_t arena_free) {
+  std::uint64_t heads = kv_heads;
   while (heads > 1 && 2 * heads * bytes_per_head > arena_free) --heads;
   return heads;
 }

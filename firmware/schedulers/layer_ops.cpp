@@ -37,9 +37,11 @@ tile_load layer_ops::load_tile(std::uint64_t src, std::uint64_t bytes) {
 }
 
 std::uint64_t layer_ops::tile_cols(std::uint64_t k, std::uint64_t n) const {
+  return tile_cols(m_plan.weight_buffer_bytes(), m_rsa->block->systolic_array()->cols, k, n);
+}
+
+std::uint64_t layer_ops::tile_cols(std::uint64_t buffer, unsigned cols, std::uint64_t k, std::uint64_t n) {
   // As many whole RSA column folds as fit one tile buffer.
-  const unsigned cols = m_rsa->block->systolic_array()->cols;
-  const std::uint64_t buffer = m_plan.weight_buffer_bytes();
   std::uint64_t t = buffer / k / cols * cols;
   if (t == 0) t = std::max<std::uint64_t>(1, buffer / k);
   return std::min(t, n);

@@ -84,6 +84,17 @@ class layer_ops final : public scheduler_ops {
                 const region& out, const tensor* second = nullptr);
   // Columns per weight tile of a k x n projection (weights stored tile-major in DRAM).
   std::uint64_t tile_cols(std::uint64_t k, std::uint64_t n) const;
+  // The rule: as many whole column folds of an array of `cols` columns as fit a tile buffer of
+  // `buffer` bytes (at least one column), at most n. Also the first-order estimate's.
+  static std::uint64_t tile_cols(std::uint64_t buffer, unsigned cols, std::uint64_t k, std::uint64_t n);
+  // The attention's two products as the array sees them (no addresses): q . K^T of `heads`
+  // (sequence, KV head) pairs, `rows` query rows each against `tokens` keys of `head_dim`; A . V
+  // of those scores with `tokens` values. Also the first-order estimate's.
+  static command qk_shape(std::uint64_t head_dim, std::uint64_t heads, std::uint64_t rows, std::uint64_t tokens);
+  static command av_shape(std::uint64_t head_dim, std::uint64_t heads, std::uint64_t rows, std::uint64_t tokens);
+  // The rule of score_heads(): KV heads per group of the attention so that the group's two
+  // score buffers of `bytes_per_head` each fit `arena_free` bytes, down to one head.
+  static std::uint64_t score_heads(std::uint64_t kv_heads, std::uint64_t bytes_per_head, std::uint64_t arena_free);
   // Where the new tokens' K or V go in the cache.
   region kv_slot(unsigned layer, bool v, const pass_info& pass) const;
   // Issues what the pass's layers left pending (AERP: the copies of the new rows into the cache).

@@ -28,6 +28,16 @@ region place(platform_view& p, const std::string& mem, std::uint64_t addr, std::
 
 }  // namespace
 
+unsigned memory_plan::kv_layers_fitting(unsigned layers, std::uint64_t kv_capacity, std::uint64_t half) {
+  return static_cast<unsigned>(std::min<std::uint64_t>(layers, kv_capacity / align(2 * half)));
+}
+
+std::uint64_t memory_plan::kv_chip_tokens(std::uint64_t left, std::uint64_t token_bytes, std::uint64_t max_tokens) {
+  std::uint64_t t = std::min<std::uint64_t>(max_tokens - 1, left / (2 * token_bytes));
+  while (t && 2 * align(t * token_bytes) > left) --t;  // aligned fit
+  return t;
+}
+
 memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max_tokens, platform_view& p,
                          const config_node& pl, bool functional)
     : m_kv_tokens(max_tokens) {
@@ -108,7 +118,7 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
   const std::uint64_t half = std::uint64_t(batch) * max_tokens * kv_token;  // K or V of a layer
   const std::uint64_t kvcap = p.memory(kvmem)->capacity_bytes() - used[kvmem];
   const bool fill = pl.get_choice("kv_placement", "fill", {"first_layers", "fill"}) == "fill";
-  m_kv_on_chip = static_cast<unsigned>(std::min<std::uint64_t>(m.layers, kvcap / align(2 * half)));
+  m_kv_on_chip = kv_layers_fitting(m.layers, kvcap, half);
   const std::uint64_t token_bytes = std::uint64_t(batch) * kv_token;  // one slot, K or V
   // The DRAM-resident KV: when weights and KV exceed the DRAM, the run is refused unless the
   // scenario allows the overflow (placement.allow_dram_overflow). Then the KV halves that do not
@@ -158,8 +168,7 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
       k.v = place_kv_half();
       if (fill && l == m_kv_on_chip) {  // what capacity is left holds this layer's first slots
         const std::uint64_t left = p.memory(kvmem)->capacity_bytes() - used[kvmem];
-        k.chip_tokens = std::min<std::uint64_t>(max_tokens - 1, left / (2 * token_bytes));
-        while (k.chip_tokens && 2 * align(k.chip_tokens * token_bytes) > left) --k.chip_tokens;  // aligned fit
+        k.chip_tokens = kv_chip_tokens(left, token_bytes, max_tokens);
         if (k.chip_tokens) {
           k.k_chip = take(kvmem, k.chip_tokens * token_bytes);
           k.v_chip = take(kvmem, k.chip_tokens * token_bytes);

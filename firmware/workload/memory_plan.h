@@ -69,6 +69,12 @@ class memory_plan {
   }
   // Token slots per sequence in each layer's cache (new tokens reuse evicted slots).
   std::uint64_t kv_token_slots() const { return m_kv_tokens; }
+  // The rules that place the KV cache (also the first-order estimate's, firmware/llm/estimate.h):
+  // the whole layers whose K and V halves of `half` bytes each fit `kv_capacity` bytes, and with
+  // placement `fill`, the token slots (of `token_bytes` each, K or V) of the next layer that fit
+  // the `left` bytes after them, fewer than `max_tokens`.
+  static unsigned kv_layers_fitting(unsigned layers, std::uint64_t kv_capacity, std::uint64_t half);
+  static std::uint64_t kv_chip_tokens(std::uint64_t left, std::uint64_t token_bytes, std::uint64_t max_tokens);
 
   // Activation buffers: `alloc` takes from the activation arena (or DRAM when it is full);
   // `release` frees everything allocated after `mark()`.

@@ -96,6 +96,15 @@ class compute_block : public sc_core::sc_module {
   // MACs over its PEs, the SFU's elements over its lanes, the evictor's active cycles. 0 for a
   // block whose work is the memories' (the DMA). Derived from counters, so it covers sampled work.
   virtual double work_cycles_at_peak() const { return 0.0; }
+  // What a first-order model of a run asks of the block without simulating it (kelle-vp
+  // estimate, firmware/llm/estimate.h): the cycles command `c` keeps the block busy when its
+  // operands are always there, and the energy it costs (the block's own formulas and figures).
+  struct first_order_cost {
+    double cycles = 0, energy_J = 0;
+  };
+  virtual first_order_cost first_order(const command& /*c*/) const { return {}; }
+  // Silicon area of the block in mm2 (0 when the technology gives none).
+  virtual double area_mm2() const { return 0.0; }
   // Functional mode: the unit that computes this block's results (nullptr: timing only).
   void set_functional(functional_unit* f) { m_functional = f; }
 

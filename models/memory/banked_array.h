@@ -31,6 +31,12 @@ class banked_array : public memory_target {
   double peak_bandwidth_Bps() const override { return m_bank_Bps * m_banks; }
   double area_mm2() const override { return m_area_mm2; }
   double read_energy_J_per_byte() const override { return m_energy_J_per_B; }
+  first_order_figures first_order() const override {
+    first_order_figures f;
+    f.read_J_per_B = f.write_J_per_B = m_energy_J_per_B;
+    f.static_W = m_leakage_W;
+    return f;
+  }
 
  protected:
   sc_core::sc_time service(tlm::tlm_command cmd, std::uint64_t addr, std::uint64_t len,

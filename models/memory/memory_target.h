@@ -72,6 +72,18 @@ class memory_target : public sc_core::sc_module {
   // The memory's refresh control, for memories whose cells need refresh (eDRAM), else nullptr.
   virtual refresh_control* refresh() { return nullptr; }
 
+  // What a first-order model of a run takes from the memory without simulating it (kelle-vp
+  // estimate, firmware/llm/estimate.h): the figures the model's own energy parts are made of.
+  struct first_order_figures {
+    double read_J_per_B = 0, write_J_per_B = 0;  // dynamic energy per byte read, written
+    double activate_J_per_B = 0;  // row activations of a sequential stream, per byte (DRAM)
+    double static_W = 0;          // leakage (arrays) or background power (DRAM), always drawn
+    double refresh_W = 0;         // refresh of the whole device whatever it holds (DRAM)
+    double refresh_J_per_bit = 0; // energy per live bit refreshed (eDRAM)
+    double refresh_interval_s = 0;  // the array's own refresh interval (eDRAM)
+  };
+  virtual first_order_figures first_order() const { return {}; }
+
  protected:
   // The timing model, called once per accepted request in acceptance order with the time its
   // service may start; returns the time its response (read data or write acknowledge) is ready.

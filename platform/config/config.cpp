@@ -577,6 +577,21 @@ config config::load(const std::string& file, const std::vector<std::string>& ove
   return c;
 }
 
+config config::with_overrides(const std::vector<std::string>& overrides) const {
+  config c;
+  c.m_main_file = m_main_file;
+  c.m_root = YAML::Clone(m_root);
+  c.m_plugins = m_plugins;
+  c.m_origin = m_origin;
+  c.m_used = m_used;
+  for (const auto& o : overrides) {
+    if (o.rfind("system=", 0) == 0)
+      throw config_error("command line -p " + o + ": with_overrides: a system selects files; load the scenario with it");
+    c.apply_override(o);
+  }
+  return c;
+}
+
 config config::from_string(const std::string& yaml, const std::string& name,
                            const std::vector<std::string>& overrides) {
   config c;

@@ -126,6 +126,11 @@ class config {
                             const std::vector<std::string>& overrides = {});
 
   config_node root() { return config_node(*this, ""); }
+  // This scenario with `overrides` applied too, without reading its files again: what
+  // load(file, the overrides this one was loaded with + overrides) gives, for overrides that name
+  // no system (`system=NAME` selects files: load() again). A copy of the merged tree and of where
+  // each value came from; for evaluating many designs of one scenario (kelle-vp estimate).
+  config with_overrides(const std::vector<std::string>& overrides) const;
 
   // Throws a config_error naming the first key that no model read (a typo or a stray key).
   void check_all_used() const;

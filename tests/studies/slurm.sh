@@ -116,4 +116,21 @@ rc=0; sweep --collect >"$out/collect2.txt" 2>&1 || rc=$?
 grep -q "failed: $bad: FAILED, exit 127: sweep: error: kelle-vp missing on node .*no-such-kelle-vp is not an executable" \
   "$out/collect2.txt" || die "a missing binary is not reported in one line: $(grep "$bad" "$out/collect2.txt")"
 same_csv "$out/local/results.csv" "$out/slurm/results.csv"
+
+step "a design-space search: two array tasks screen on one shared study"
+space=$here/explore_tiny.yaml
+rc=0; "$src/scripts/explore" "$space" --backend slurm --workers 2 --trials 24 --no-simulate --out "$out/explore" \
+  --kelle-vp "$vp" --time 5 >"$out/explore.txt" 2>&1 || rc=$?
+[ "$rc" -eq 0 ] || die "the search through Slurm failed (exit $rc): $(tail -3 "$out/explore.txt")"
+grep -q "submitted job array [0-9]*: 2 task(s)" "$out/explore.txt" || die "the search's workers were not one job array of 2 tasks"
+/usr/bin/python3 - "$out/explore" <<'PY'
+import csv, json, sys
+d = sys.argv[1]
+told = [json.load(open(f"{d}/workers/explore_worker-{i}/results.json"))["trials_told"] for i in (0, 1)]
+rows = list(csv.DictReader(open(f"{d}/trials.csv")))
+assert len(rows) >= 24, f"{len(rows)} trials in the shared study, expected 24"
+assert all(t > 0 for t in told), f"each array task tells trials to the shared study: {told}"
+assert sum(told) == len(rows), f"the tasks told {told}, the study holds {len(rows)}"
+print(f"search through Slurm: 2 array tasks told {told} trials to one journal ({len(rows)} trials)")
+PY
 echo "slurm backend: ok"

@@ -49,8 +49,8 @@ evictor::evictor(const sc_core::sc_module_name& name, const compute_args& a)
                                         "heads of an evict_select whose every valid slot is protected")) {
   const config_node t = a.tech.child("evictor");
   m_power_W = t.require_double("power_W", "power of the evictor while it works, W", 0);
-  const double area = t.require_double("area_mm2", "area of the evictor, mm2", 0);
-  m_stats.formula("area", "mm2", "evictor area (tech.evictor.area_mm2)", [area] { return area; });
+  m_area_mm2 = t.require_double("area_mm2", "area of the evictor, mm2", 0);
+  m_stats.formula("area", "mm2", "evictor area (tech.evictor.area_mm2)", [this] { return m_area_mm2; });
   m_stats.energy(energy_kind::compute, "active", "active cycles x power / clock",
                  [this] { return m_active_cycles.value() / clock_Hz() * m_power_W; });
 }

@@ -64,6 +64,7 @@ class evictor : public compute_block, public score_listener {
   double work_cycles_at_peak() const override { return m_active_cycles.value(); }
   std::uint64_t select_cycles() const { return m_select_cycles; }
   double power_W() const { return m_power_W; }
+  double area_mm2() const override { return m_area_mm2; }
 
  protected:
   cmd_status validate(const command& c) const override;
@@ -71,6 +72,7 @@ class evictor : public compute_block, public score_listener {
 
  private:
   config_node m_params;
+  double m_area_mm2 = 0;
   std::string m_rsa_name;
   rsa* m_rsa = nullptr;
   eviction_sink* m_sink = nullptr;

@@ -33,7 +33,8 @@ rsa::rsa(const sc_core::sc_module_name& name, const compute_args& a)
   const double pe_area = t.require_double("area_mm2_per_pe", "area of one PE, mm2", 0);
   m_array = {m_rows, m_cols, static_cast<double>(ceil_div(m_rows, m_rows_per_cycle)), m_double_buffered, m_mac_J,
              m_idle_J};
-  m_stats.formula("area", "mm2", "PEs x area per PE", [this, pe_area] { return pe_area * m_rows * m_cols; });
+  m_area_mm2 = pe_area * m_rows * m_cols;
+  m_stats.formula("area", "mm2", "PEs x area per PE", [this] { return m_area_mm2; });
   m_stats.formula("utilization", "fraction", "MACs / (PEs x busy cycles of every command)", [this] {
     const double pc = m_busy_cycles.value() * m_rows * m_cols;
     return pc > 0 ? m_macs.value() / pc : 0.0;
@@ -79,6 +80,13 @@ std::array<std::uint64_t, 4> rsa::operand_bytes(const command& c) const {
   const std::uint64_t b = batches(c);
   return {b * c.m * c.k * act_bytes, b * b_product_bytes(c), b * (std::uint64_t(c.m) + c.extra) * c_row_bytes(c),
           b * c.extra * c.k * act_bytes};
+}
+
+compute_block::first_order_cost rsa::first_order(const command& c) const {
+  const std::uint64_t B = batches(c), Mp = std::uint64_t(c.m) + c.extra;
+  const double cycles = ideal_cycles(Mp, c.k, c.n, B);
+  const double macs = static_cast<double>(B * Mp * c.k * c.n);
+  return {cycles, macs * m_mac_J + std::max(0.0, cycles * m_rows * m_cols - macs) * m_idle_J};
 }
 
 cmd_status rsa::validate(const command& c) const {

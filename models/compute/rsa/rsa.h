@@ -50,6 +50,10 @@ class rsa : public compute_block {
   nlohmann::json last_command_report() const override { return m_last; }
   // MACs over the PEs.
   double work_cycles_at_peak() const override { return m_macs.value() / (double(m_rows) * double(m_cols)); }
+  // ideal_cycles() of the command (stacked rows included); MACs and idle PE-cycles as execute()
+  // charges them.
+  first_order_cost first_order(const command& c) const override;
+  double area_mm2() const override { return m_area_mm2; }
 
  protected:
   cmd_status validate(const command& c) const override;
@@ -63,6 +67,7 @@ class rsa : public compute_block {
   bool m_double_buffered;          // PE weight registers are double-buffered
   std::uint64_t m_buffer_bytes;    // operand buffer between the interconnect and the PEs
   double m_mac_J, m_idle_J;
+  double m_area_mm2;               // PEs x area per PE
   stat& m_macs;
   stat& m_pe_cycles;               // R x C x busy cycles of GEMM commands
   stat& m_stall_cycles;            // cycles folds waited for their weights

@@ -14,6 +14,7 @@
 #include "models/compute/sfu/sfu.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -92,8 +93,18 @@ sfu::sfu(const sc_core::sc_module_name& n, const compute_args& a)
                     const double lane_cycles = m_busy_cycles.value() * static_cast<double>(m_lanes);
                     return lane_cycles > 0 ? e / lane_cycles : 0.0;
                   });
-  const double area = tech.require_double("area_mm2", "area of the SFU in mm2", 0.0);
-  m_stats.formula("area", "mm2", "SFU area (tech.sfu.area_mm2)", [area] { return area; });
+  m_area_mm2 = tech.require_double("area_mm2", "area of the SFU in mm2", 0.0);
+  m_stats.formula("area", "mm2", "SFU area (tech.sfu.area_mm2)", [this] { return m_area_mm2; });
+}
+
+compute_block::first_order_cost sfu::first_order(const command& c) const {
+  const op_info* oi = info(c.op);
+  if (!oi) return {};
+  const std::uint64_t lanes = c.op == opcode::min_search ? m_min_lanes : m_lanes;
+  const double elements = static_cast<double>(std::uint64_t(c.m) * c.k);
+  const double beats = oi->rows ? static_cast<double>(std::uint64_t(c.m) * ceil_div(c.k, lanes))
+                                : std::ceil(elements / static_cast<double>(lanes));
+  return {beats * (oi->two_pass ? 2 : 1), elements * m_energy_J_per_element[index_of(c.op)]};
 }
 
 double sfu::work_cycles_at_peak() const {

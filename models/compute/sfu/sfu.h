@@ -26,6 +26,10 @@ class sfu : public compute_block {
   // elements, tiles, beats, operand_wait_cycles, utilization, energy_J of the last command.
   nlohmann::json last_command_report() const override { return m_last; }
   double work_cycles_at_peak() const override;  // elements over lanes (min_search: its own lanes)
+  // Beats of the command's passes over its elements (a row's last beat may be partial), and its
+  // elements x energy per element.
+  first_order_cost first_order(const command& c) const override;
+  double area_mm2() const override { return m_area_mm2; }
 
   static constexpr std::uint32_t first_op = static_cast<std::uint32_t>(opcode::softmax);
   static constexpr std::size_t op_count = 10;  // softmax .. min_search
@@ -70,6 +74,7 @@ class sfu : public compute_block {
   std::uint64_t m_latency_cycles;   // pipeline latency
   std::uint64_t m_buffer_elements;  // local buffer capacity in 16-bit elements
   std::array<double, op_count> m_energy_J_per_element{};
+  double m_area_mm2 = 0;
 
   std::array<stat*, op_count> m_op_commands{};
   std::array<stat*, op_count> m_op_elements{};

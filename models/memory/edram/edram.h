@@ -48,6 +48,12 @@ class edram : public banked_array, public refresh_control {
   // The array's own refresh interval (refresh_interval_us), for data no policy has set.
   const sc_core::sc_time& default_refresh_interval() const override { return m_intervals[0].period; }
   double refresh_energy_per_bit_J() const { return m_refresh_J_per_bit; }
+  first_order_figures first_order() const override {
+    first_order_figures f = banked_array::first_order();
+    f.refresh_J_per_bit = m_refresh_J_per_bit;
+    f.refresh_interval_s = m_intervals[0].period.to_seconds();
+    return f;
+  }
   // Brings refresh accounting up to `now` and returns the bytes refreshed so far.
   double refreshed_bytes() override;
   // Bytes currently refreshed (live data, or the whole array with scope `all`).

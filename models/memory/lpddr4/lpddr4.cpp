@@ -264,6 +264,20 @@ double lpddr4::row_switch_efficiency() const {
   return std::min(1.0, t_row / t_act);
 }
 
+memory_target::first_order_figures lpddr4::first_order() const {
+  first_order_figures f;
+  f.read_J_per_B = m_read_J_per_bit * 8.0;
+  f.write_J_per_B = m_write_J_per_bit * 8.0;
+  f.activate_J_per_B = m_act_J / static_cast<double>(m_row_bytes);
+  f.static_W = m_background_W;
+  // Every channel refreshes all its rows once per tREFI (REFab), or each bank once per tREFI
+  // with a bank's share of the energy (REFpb): the same power either way.
+  const double trefi_s = static_cast<double>(m_tREFI) * sc_core::sc_get_time_resolution().to_seconds();
+  if (m_refresh && trefi_s > 0)
+    f.refresh_W = m_channels * m_refresh_J * (m_per_bank ? m_banks : 1) / trefi_s;
+  return f;
+}
+
 double lpddr4::expected_stream_bandwidth_Bps(tlm::tlm_command cmd) const {
   return m_peak_Bps * refresh_efficiency(cmd) * row_switch_efficiency();
 }

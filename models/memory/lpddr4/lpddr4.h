@@ -55,6 +55,8 @@ class lpddr4 : public memory_target {
   double peak_bandwidth_Bps() const override { return m_peak_Bps; }
   double sustainable_bandwidth_Bps() const override { return expected_stream_bandwidth_Bps(tlm::TLM_READ_COMMAND); }
   double read_energy_J_per_byte() const override { return m_read_J_per_bit * 8.0; }
+  // Background and refresh power; a sequential stream opens a row of a bank per row of bytes.
+  first_order_figures first_order() const override;
 
   location decode(std::uint64_t addr) const;
   unsigned channels() const { return m_channels; }

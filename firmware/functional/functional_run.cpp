@@ -92,7 +92,10 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
   m_port.socket.bind(p.interconnect().target_socket);
   m_engine = std::make_unique<fn::engine>(*this);
   for (compute_block* b : p.blocks()) b->set_functional(m_engine.get());
-  for (unsigned b = 0; b < batch; ++b) m_ref.push_back(std::make_unique<fn::reference_model>(m_q));
+  for (unsigned b = 0; b < batch; ++b) {
+    m_ref.push_back(std::make_unique<fn::reference_model>(m_q));
+    m_ref_full.push_back(std::make_unique<fn::reference_model>(m_q));
+  }
   m_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
 }
 
@@ -165,15 +168,19 @@ void functional_run::end_pass(const pass_info& p, std::uint64_t logits_addr) {
       next = fn::argmax(lg);
     if (m_check_reference) {
       fn::reference_model& ref = *m_ref[b];
-      std::vector<float> rl;
+      std::vector<float> rl, full;
       for (std::uint64_t t = 0; t < p.rows; ++t) {
         const int tok = m_tokens[b].at(p.kv_offset + t);
         if (p.prefill)
           rl = ref.step(tok);
         else
           rl = ref.step(tok, [this, b](unsigned l, unsigned kvh) { return &hs(l, b, kvh).kept; });
+        full = m_ref_full[b]->step(tok);
       }
-      m_quality.add(lg, rl, m_text.empty() ? -1 : next);
+      const int forced = m_text.empty() ? -1 : next;
+      m_quality.add(lg, rl, forced);
+      m_quality_full.add(lg, full, forced);
+      m_quality_evict.add(rl, full, forced);
     }
     if (m_tokens[b].size() == next_pos) m_tokens[b].push_back(next);
   }

@@ -174,8 +174,12 @@ class functional_run : public functional_hooks, public fn::memory_port {
   std::vector<std::vector<int>> m_tokens;
   std::vector<int> m_text;                         // teacher-forced text (empty: greedy)
   std::vector<std::unique_ptr<fn::reference_model>> m_ref;
+  // The full-cache reference (every position, no eviction): the baseline of an eviction
+  // policy's quality loss. m_quality_full: the platform against it; m_quality_evict: the
+  // kept-set reference against it (the eviction alone, without rounding or faults).
+  std::vector<std::unique_ptr<fn::reference_model>> m_ref_full;
   bool m_check_reference = true;
-  fn::quality_metrics m_quality;
+  fn::quality_metrics m_quality, m_quality_full, m_quality_evict;
   bool m_record_probs = false;                    // a functional attention source reads them
   std::unordered_map<std::uint64_t, std::vector<std::pair<std::uint32_t, float>>> m_probs;
   // Faults.

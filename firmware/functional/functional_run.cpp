@@ -97,6 +97,7 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
     m_ref.back()->set_kv_format(m_kv_fmt);  // the reference quantises the kept KV as the cache does
     // An integer KV format: a second, full-precision reference measures what the format costs.
     if (m_kv_fmt.grouped() && m_check_reference) m_ref_fp.push_back(std::make_unique<fn::reference_model>(m_q));
+    m_ref_full.push_back(std::make_unique<fn::reference_model>(m_q));  // every position, full precision
   }
   m_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
 }
@@ -172,16 +173,20 @@ void functional_run::end_pass(const pass_info& p, std::uint64_t logits_addr) {
       next = fn::argmax(lg);
     if (m_check_reference) {
       fn::reference_model& ref = *m_ref[b];
-      std::vector<float> rl;
+      std::vector<float> rl, fl, full;
       auto kept = [this, b](unsigned l, unsigned kvh) { return &hs(l, b, kvh).kept; };
-      std::vector<float> fl;
       for (std::uint64_t t = 0; t < p.rows; ++t) {
         const int tok = m_tokens[b].at(p.kv_offset + t);
         rl = p.prefill ? ref.step(tok) : ref.step(tok, kept);
         if (!m_ref_fp.empty()) fl = p.prefill ? m_ref_fp[b]->step(tok) : m_ref_fp[b]->step(tok, kept);
+        full = m_ref_full[b]->step(tok);
       }
-      m_quality.add(lg, rl, m_text.empty() ? -1 : next);
-      if (!m_ref_fp.empty()) m_quality_fp.add(lg, fl, m_text.empty() ? -1 : next);
+      const int forced = m_text.empty() ? -1 : next;
+      m_quality.add(lg, rl, forced);
+      if (!m_ref_fp.empty()) m_quality_fp.add(lg, fl, forced);
+      m_quality_full.add(lg, full, forced);
+      // The eviction alone: the kept-set reference in full precision against the full cache.
+      m_quality_evict.add(m_ref_fp.empty() ? rl : fl, full, forced);
     }
     if (m_tokens[b].size() == next_pos) m_tokens[b].push_back(next);
   }

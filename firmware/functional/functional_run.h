@@ -188,8 +188,12 @@ class functional_run : public functional_hooks, public fn::memory_port {
   std::vector<std::vector<int>> m_tokens;
   std::vector<int> m_text;                         // teacher-forced text (empty: greedy)
   std::vector<std::unique_ptr<fn::reference_model>> m_ref;
+  // The full-cache reference (every position, no eviction): the baseline of an eviction
+  // policy's quality loss. m_quality_full: the platform against it; m_quality_evict: the
+  // kept-set reference against it (the eviction alone, without rounding or faults).
+  std::vector<std::unique_ptr<fn::reference_model>> m_ref_full;
   bool m_check_reference = true;
-  fn::quality_metrics m_quality;
+  fn::quality_metrics m_quality, m_quality_full, m_quality_evict;
   // An integer KV format (int8, int4: the run's policy.kv_format; binary16 otherwise) and what
   // it needs: the values' regions, the key groups' scales (recomputed when a layer's keys or the
   // kept sets change), the full-precision reference and its comparison.

@@ -499,7 +499,7 @@ nlohmann::json first_order_estimate::evaluate(const std::shared_ptr<config>& cfg
   // DRAM fit: weights (memory_plan's layout) and the KV not on chip.
   const std::uint64_t c = d.m.hidden, q = std::uint64_t(d.m.heads) * d.m.head_dim;
   const bool gated = d.m.ffn_type == ffn_kind::gated_silu;
-  const std::uint64_t per_layer = align(c * q) + 2 * align(c * KVD) + align(q * c) +
+  const std::uint64_t per_layer = align(c * q) + 2 * align(c * std::uint64_t(d.m.kv_heads) * d.m.head_dim) + align(q * c) +
                                   (gated ? align(c * d.m.ffn) : 0) + 2 * align(c * d.m.ffn);
   const std::uint64_t vc = align(std::uint64_t(d.m.vocab) * c);
   const std::uint64_t weights = per_layer * d.m.layers + vc + (d.m.tied_embeddings ? 0 : vc);

@@ -175,6 +175,26 @@ TEST_CASE("functional: aep and aerp attend over the kept tokens, ranked by the p
   }
 }
 
+TEST_CASE("functional: the full-cache reference measures what the eviction costs", "[functional]") {
+  // Full policy: the kept-set reference is the full-cache one, bit for bit.
+  const auto f = run({"policy.kv=full"});
+  const auto& ff = f["quality"]["full_cache"];
+  INFO(ff.dump());
+  CHECK(ff["eviction_kl_divergence"].get<double>() == 0.0);
+  CHECK(ff["eviction_top1_agreement"].get<double>() == 1.0);
+  CHECK(ff["kl_divergence"].get<double>() == f["quality"]["kl_divergence"].get<double>());
+  // AEP at a budget of 10 of 22 tokens: the platform still matches the reference on the same kept
+  // tokens, but both have moved away from the full cache, and by about as much.
+  const auto r = run({"policy.kv=aep", "policy.kv_budget=10", "policy.sink_tokens=2", "policy.recent_window=4"});
+  matches_reference(r);
+  const auto& q = r["quality"];
+  const auto& e = q["full_cache"];
+  INFO(e.dump());
+  const double ev = e["eviction_kl_divergence"].get<double>();
+  CHECK(ev > 100 * q["kl_divergence"].get<double>());
+  CHECK(std::abs(e["kl_divergence"].get<double>() / ev - 1) < 0.1);
+}
+
 TEST_CASE("functional: a weights file (llama2.c) runs on the platform", "[functional]") {
   const auto dir = std::filesystem::temp_directory_path() / ("kelle_fn_run_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

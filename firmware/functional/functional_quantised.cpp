@@ -42,6 +42,9 @@ void functional_run::connect_quantised(memory_plan& plan) {
   m_kv_epoch.assign(m_shape.layers, 0);
   m_key_group_count = (m_context + m_decode + m_kv_fmt.group() - 1) / m_kv_fmt.group();
   m_key_groups.assign(std::size_t(m_shape.layers) * m_batch * m_kvh * m_key_group_count, key_group_cache{});
+  m_q_row.assign(std::max<std::size_t>(m_hd, m_kv_fmt.group()), 0);
+  m_q_lo.assign(m_hd, 0.0f);
+  m_q_hi.assign(m_hd, 0.0f);
 }
 
 const std::vector<kv_format::group_params>& functional_run::key_group(unsigned l, unsigned b, unsigned kvh,
@@ -54,8 +57,8 @@ const std::vector<kv_format::group_params>& functional_run::key_group(unsigned l
   const head_slots& h = hs(l, b, kvh);
   const auto first = std::lower_bound(h.kept.begin(), h.kept.end(), std::uint32_t(j * G));
   const auto last = std::lower_bound(first, h.kept.end(), std::uint32_t((j + 1) * G));
-  std::vector<float> lo(m_hd, 0.0f), hi(m_hd, 0.0f);
-  std::vector<std::uint16_t> row(m_hd);
+  std::vector<float>&lo = m_q_lo, &hi = m_q_hi;
+  std::vector<std::uint16_t>& row = m_q_row;
   for (auto it = first; it != last; ++it) {
     debug(tlm::TLM_READ_COMMAND, kv_addr(l, false, h.pos_slot.at(*it), b, kvh),
           reinterpret_cast<unsigned char*>(row.data()), m_hd * 2);
@@ -65,7 +68,7 @@ const std::vector<kv_format::group_params>& functional_run::key_group(unsigned l
       hi[ch] = it == first ? x : std::max(hi[ch], x);
     }
   }
-  c.ch.resize(m_hd);
+  c.ch.resize(m_hd);  // once per group: later recomputations reuse it
   for (unsigned ch = 0; ch < m_hd; ++ch) c.ch[ch] = m_kv_fmt.params(lo[ch], hi[ch]);
   return c.ch;
 }
@@ -75,7 +78,7 @@ void functional_run::read_quantised(std::uint64_t addr, unsigned char* data, std
   const double now = sc_core::sc_time_stamp().to_seconds();
   const bool faults = m_fault != fault_mode::none;
   const unsigned G = m_kv_fmt.group(), bits = m_kv_fmt.bits();
-  std::vector<std::uint16_t> vals(G);
+  std::uint16_t* vals = m_q_row.data();  // a value group read back (G elements)
   for (unsigned l = 0; l < m_shape.layers; ++l)
     for (int v = 0; v < 2; ++v) {
       const region& r = kv_region(l, v);
@@ -95,11 +98,11 @@ void functional_run::read_quantised(std::uint64_t addr, unsigned char* data, std
         } else {
           if (elem / G != vp_group) {  // the value row's group of G channels, from its written values
             vp_group = elem / G;
-            debug(tlm::TLM_READ_COMMAND, r.addr + vp_group * G * 2, reinterpret_cast<unsigned char*>(vals.data()), G * 2);
+            debug(tlm::TLM_READ_COMMAND, r.addr + vp_group * G * 2, reinterpret_cast<unsigned char*>(vals), G * 2);
             float lo = fn::from_half(vals[0]), up = lo;
-            for (std::uint16_t w : vals) {
-              lo = std::min(lo, fn::from_half(w));
-              up = std::max(up, fn::from_half(w));
+            for (unsigned i = 1; i < G; ++i) {
+              lo = std::min(lo, fn::from_half(vals[i]));
+              up = std::max(up, fn::from_half(vals[i]));
             }
             vp = m_kv_fmt.params(lo, up);
           }

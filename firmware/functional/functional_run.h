@@ -206,6 +206,8 @@ class functional_run : public functional_hooks, public fn::memory_port {
   };
   std::vector<key_group_cache> m_key_groups;  // [layer][sequence][kv head][group]
   std::uint64_t m_key_group_count = 0;        // groups per head
+  std::vector<std::uint16_t> m_q_row;         // scratch: a key row or a value group read back
+  std::vector<float> m_q_lo, m_q_hi;          // scratch: a key group's per-channel extremes
   std::vector<std::unique_ptr<fn::reference_model>> m_ref_fp;
   fn::quality_metrics m_quality_fp;
   bool m_record_probs = false;                    // a functional attention source reads them

@@ -211,3 +211,14 @@ TEST_CASE("functional: bit errors hit the int4 codes' MSB or LSB half", "[functi
     }
   }
 }
+
+TEST_CASE("functional: an int4 run's timing and traffic are the timing mode's at int4", "[functional][kv_format]") {
+  const auto f = tiny({"policy.kv_format=int4"});
+  const auto t = tiny({"policy.kv_format=int4", "mode=timing"});
+  CHECK(f["latency_s"]["total"] == t["latency_s"]["total"]);
+  CHECK(f["traffic_bytes"] == t["traffic_bytes"]);
+  CHECK(!t.contains("quality"));
+  // And the int4 cache moves fewer KV bytes than the binary16 one of the same run.
+  const auto b = tiny({"mode=timing"});
+  CHECK(t["llm"]["kv_bytes_written"].get<double>() < b["llm"]["kv_bytes_written"].get<double>());
+}

@@ -31,6 +31,7 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
   m_check_reference = f.get_bool("reference", true, "run the reference model and report quality");
   // AERP's x tokens: attended from the K and V the RSA recomputed (the default), or, as a check,
   // from the copies their cache slots still hold (the same commands).
+  m_policy_cfg = std::make_unique<config_node>(root.child_or_empty("policy"));
   m_x_from_cache = f.get_choice("x_tokens", "recompute", {"recompute", "cache"}) == "cache";
   // The model: the weights file `workload.model` names, or seeded weights of its shape.
   const std::string file = weights_file_of(wl);
@@ -126,6 +127,11 @@ void functional_run::connect(driver& d, memory_plan& plan, layer_ops& ops, kv_po
       if (r->addr < w1 && r->addr + r->bytes > w0)
         throw config_error("workload.placement.kv_memory: functional mode needs the KV cache apart from the weights; "
                            "in " + r->memory + " the plan puts it over them (use an on-chip KV memory)");
+  if (m_kv_fmt.grouped() && policy && policy->can_store_x())  // functional_operands.cpp says why
+    m_policy_cfg->fail("kv_format", "functional mode cannot run AERP's x tokens with an integer KV format (" +
+                       m_kv_fmt.name() + "): their recomputed K and V would be read unquantised from the staging "
+                       "buffer, which the reference does not model; use policy.kv: aep, or policy.x_only_if_smaller: true "
+                       "with a model whose x is not smaller than its K and V");
   if (m_x_from_cache && !(policy && policy->recomputes()))
     throw config_error("functional.x_tokens: 'cache' reads AERP's x tokens from the cache; it needs a policy that "
                        "stores tokens as x (policy.kv: aerp)");

@@ -107,6 +107,7 @@ class functional_run : public functional_hooks, public fn::memory_port {
   static constexpr const char* group_names[4] = {"hst_msb", "hst_lsb", "lst_msb", "lst_lsb"};
 
   void configure_faults(const config_node& f);  // functional.faults (construction)
+  std::unique_ptr<config_node> m_policy_cfg;     // the scenario's policy section (errors found at connect)
   void connect_faults(const memory_plan& plan);  // the on-chip KV layers the faults corrupt
   void load();  // writes the model into memory (first pass)
   void debug(tlm::tlm_command cmd, std::uint64_t addr, unsigned char* p, std::uint64_t len);

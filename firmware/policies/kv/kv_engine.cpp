@@ -138,6 +138,11 @@ void kv_engine::attend(unsigned s, unsigned l, unsigned kv, u64 q, const u32* ke
   }
 }
 
+bool kv_engine::can_store_x() const {
+  // Every tracked head keeping a token is the most its K and V can save.
+  return m_p.recompute && bytes_favour_x(static_cast<std::uint16_t>(m_heads.size()), 0);
+}
+
 bool kv_engine::bytes_favour_x(std::uint16_t count, double min_saved) const {
   const double saved = double(count) * m_head_scale * pair_bytes() - double(m_model.x_bytes_per_token());
   if (min_saved > 0) return saved >= min_saved;

@@ -23,6 +23,7 @@ class kv_engine final : public kv_policy {
   std::string name() const override { return m_p.name; }
   std::uint64_t budget() const override { return m_p.kv_budget; }
   bool recomputes() const override { return m_p.recompute; }
+  bool can_store_x() const override;
   recompute_request recompute_budget() const override { return m_p.budget; }
   protection protected_tokens() const override;
   void set_recompute_limits(const recompute_limits& l) override;

@@ -128,9 +128,10 @@ import csv, json, sys
 d = sys.argv[1]
 told = [json.load(open(f"{d}/workers/explore_worker-{i}/results.json"))["trials_told"] for i in (0, 1)]
 rows = list(csv.DictReader(open(f"{d}/trials.csv")))
-assert len(rows) >= 24, f"{len(rows)} trials in the shared study, expected 24"
 assert all(t > 0 for t in told), f"each array task tells trials to the shared study: {told}"
-assert sum(told) == len(rows), f"the tasks told {told}, the study holds {len(rows)}"
-print(f"search through Slurm: 2 array tasks told {told} trials to one journal ({len(rows)} trials)")
+assert sum(told) >= 24, f"the tasks told {told} trials, expected 24 in all"
+# Then the front's neighbours, estimated by the search itself (polish), join the same study.
+assert len(rows) >= sum(told), f"the tasks told {told}, the study holds {len(rows)}"
+print(f"search through Slurm: 2 array tasks told {told} trials to one journal ({len(rows)} trials with the polish)")
 PY
 echo "slurm backend: ok"

@@ -13,6 +13,7 @@
 #include "platform/support/hash.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -179,6 +180,11 @@ void functional_run::inject(std::uint64_t addr, unsigned char* data, std::uint64
   const double now = sc_core::sc_time_stamp().to_seconds();
   const retention_model& ret = m_kv_edram->retention();
   const double own = m_kv_edram->default_refresh_interval().to_seconds();
+  // The failure probability of the last exposure asked for, per (group, bit): with
+  // faults.exposure: interval every read of a bit asks for the same one, so the retention
+  // model's log10 and erfc run once per read rather than once per bit.
+  std::array<std::array<std::pair<double, double>, 16>, 2> fail;
+  for (auto& h : fail) h.fill({-1.0, 0.0});
   for (unsigned l = 0; l < m_kv_on_chip; ++l)
     for (int v = 0; v < 2; ++v) {
       const region& r = v ? m_plan->kv(l).v : m_plan->kv(l).k;
@@ -200,21 +206,25 @@ void functional_run::inject(std::uint64_t addr, unsigned char* data, std::uint64
           const bool msb = bit >= 8;
           const int g = (high ? 0 : 2) + (msb ? 0 : 1);
           m_bits_read[g] += 1;
-          const std::uint64_t cell = splitmix64(m_fault_seed ^ splitmix64((a << 4) | bit));
           if (m_fault == fault_mode::ber) {
-            if (m_ber_groups[g] && unit_interval(splitmix64(cell ^ el.generation)) < m_ber) {
+            if (!m_ber_groups[g]) continue;
+            const std::uint64_t cell = splitmix64(m_fault_seed ^ splitmix64((a << 4) | bit));
+            if (unit_interval(splitmix64(cell ^ el.generation)) < m_ber) {
               val ^= std::uint16_t(1u << bit);
               m_flipped[g] += 1;
             }
             continue;
           }
           if (!(val >> bit & 1u)) continue;  // a discharged cell (0) has nothing to lose
+          const std::uint64_t cell = splitmix64(m_fault_seed ^ splitmix64((a << 4) | bit));
           // Exposure: the longest time the cell went without a write or refresh since its write.
           double I = m_refresh ? m_refresh->bit_interval_s(high, bit) : 0.0;
           if (I <= 0) I = own;
           // The cell's retention time is F^-1(u) for its uniform draw u: it has failed iff u < F(exposure).
           const double x = m_exposure_interval ? I : exposure(el.written, now, I);
-          if (unit_interval(cell) < ret.failure_probability(x)) {
+          auto& pf = fail[high][bit];
+          if (pf.first != x) pf = {x, ret.failure_probability(x)};
+          if (unit_interval(cell) < pf.second) {
             val = std::uint16_t(val & ~(1u << bit));  // a charged cell leaks to 0
             m_flipped[g] += 1;
           }

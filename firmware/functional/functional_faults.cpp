@@ -13,6 +13,7 @@
 #include "platform/support/hash.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -194,21 +195,29 @@ std::uint32_t functional_run::flip(std::uint32_t word, unsigned bits, unsigned l
     const bool msb = bit >= bits / 2;
     const int g = (high ? 0 : 2) + (msb ? 0 : 1);
     m_bits_read[g] += 1;
-    const std::uint64_t cell = splitmix64(m_fault_seed ^ splitmix64((a << 4) | bit));
     if (m_fault == fault_mode::ber) {
-      if (m_ber_groups[g] && unit_interval(splitmix64(cell ^ el.generation)) < m_ber) {
+      if (!m_ber_groups[g]) continue;
+      const std::uint64_t cell = splitmix64(m_fault_seed ^ splitmix64((a << 4) | bit));
+      if (unit_interval(splitmix64(cell ^ el.generation)) < m_ber) {
         val ^= 1u << bit;
         m_flipped[g] += 1;
       }
       continue;
     }
     if (!(val >> bit & 1u)) continue;  // a discharged cell (0) has nothing to lose
+    const std::uint64_t cell = splitmix64(m_fault_seed ^ splitmix64((a << 4) | bit));
     // Exposure: the longest time the cell went without a write or refresh since its write.
-    double I = m_refresh ? m_refresh->bit_interval_s(high, bits == 16 ? bit : msb ? 15 : 0) : 0.0;
+    const unsigned qb = bits == 16 ? bit : msb ? 15 : 0;  // the bit the refresh policy's groups know
+    double I = m_refresh ? m_refresh->bit_interval_s(high, qb) : 0.0;
     if (I <= 0) I = m_kv_edram->default_refresh_interval().to_seconds();
     // The cell's retention time is F^-1(u) for its uniform draw u: it has failed iff u < F(exposure).
     const double x = m_exposure_interval ? I : exposure(el.written, now, I);
-    if (unit_interval(cell) < ret.failure_probability(x)) {
+    // The failure probability of the last exposure asked for, per (group, bit): with
+    // faults.exposure: interval every read of a bit asks for the same one, so the retention
+    // model's log10 and erfc run once rather than once per bit read.
+    auto& pf = m_fail_cache[high][qb];
+    if (pf.first != x) pf = {x, ret.failure_probability(x)};
+    if (unit_interval(cell) < pf.second) {
       val &= ~(1u << bit);  // a charged cell leaks to 0
       m_flipped[g] += 1;
     }

@@ -129,6 +129,9 @@ class functional_run : public functional_hooks, public fn::memory_port {
   const std::vector<kv_format::group_params>& key_group(unsigned l, unsigned b, unsigned kvh, std::uint64_t j);
   // Flips the faulty bits of a stored word of `bits` bits (a 16-bit format's word or an integer
   // code) of element `elem` at `a` in on-chip layer l's K (v = 0) or V; counts them by group.
+  // flip()'s last (exposure, failure probability) per (high-score group, bit); zero-initialised,
+  // which is right as it stands: no cell has failed after no exposure.
+  std::array<std::array<std::pair<double, double>, 16>, 2> m_fail_cache{};
   std::uint32_t flip(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem, std::uint64_t a,
                      bool high, double now);
   void update_kept(const pass_info& p);

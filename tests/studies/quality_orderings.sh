@@ -6,6 +6,15 @@
 set -euo pipefail
 vp=$1; src=$2; out=$3
 rm -rf "$out"
+# A study file's quality section: the timing point's row carries the quality run's columns.
+"$src/scripts/sweep" "$src/tests/studies/quality_columns.yaml" --workers 1 --out "$out/columns" --kelle-vp "$vp"
+/usr/bin/python3 - "$out/columns/results.csv" <<'PY'
+import csv, sys
+(r,) = list(csv.DictReader(open(sys.argv[1])))
+assert float(r["latency_s.total"]) > 0 and r["llm.kv_policy"] == "h2o", r
+assert r["quality.model"] == "kjv-llama" and int(float(r["quality.perplexity_tokens"])) == 128, r
+assert float(r["quality.full_cache.eviction_kl_divergence"]) > 1e-3, r  # N' 16 of 192 positions evicts
+PY
 "$src/scripts/sweep" "$src/tests/studies/quality_orderings.yaml" --workers 2 --out "$out" --kelle-vp "$vp"
 rcs=()
 for m in perplexity kl; do

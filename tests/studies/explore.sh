@@ -24,6 +24,34 @@ step "exhaustive grid through the sweep runner"
 "$explore" "$space" --write-grid-study "$out/grid.yaml" --kelle-vp "$vp"
 "$src/scripts/sweep" "$out/grid.yaml" --out "$out/grid" --kelle-vp "$vp" --workers 2 >"$out/grid.txt"
 
+step "the estimate moves the simulation's bytes"
+# On every grid point: the estimate's access energies of the DRAM, the weight SRAM and the
+# activation eDRAM (bytes x energy per byte: the operands the firmware moves, where it puts them)
+# within 1 % of the simulated ones.
+/usr/bin/python3 - "$vp" "$src" "$out" <<'PY'
+import importlib.machinery, importlib.util, json, subprocess, sys
+import yaml
+vp, src, out = sys.argv[1:4]
+loader = importlib.machinery.SourceFileLoader("sweep", f"{src}/scripts/sweep")
+spec = importlib.util.spec_from_loader("sweep", loader)
+sweep = importlib.util.module_from_spec(spec)
+loader.exec_module(sweep)
+grid = yaml.safe_load(open(f"{out}/grid.yaml"))
+lines = [json.dumps({"id": i, "overrides": {**grid["overrides"], **p}}) for i, p in enumerate(grid["points"])]
+r = subprocess.run([vp, "estimate", f"{src}/scenarios/studies/llm.yaml", "--designs", "-"], input="\n".join(lines),
+                   stdout=subprocess.PIPE, text=True, check=True)
+worst = {}
+for line in r.stdout.splitlines():
+    e = json.loads(line)
+    sim = json.load(open(f"{out}/grid/{sweep.point_id(grid['points'][e['id']])}/results.json"))["energy_J"]["by_component"]
+    for k in ("dram.access", "weight_sram.access", "act_edram.access"):
+        d = abs(e["energy_J"][k] / sim[k] - 1)
+        assert d < 0.01, f"point {e['id']}: {k}: estimate {e['energy_J'][k]} J, simulated {sim[k]} J"
+        worst[k] = max(worst.get(k, 0), d)
+print("estimate against simulation, largest difference over the grid: " +
+      ", ".join(f"{k} {v:.2%}" for k, v in worst.items()))
+PY
+
 step "the search"
 "$explore" "$space" --out "$out/search" --kelle-vp "$vp" --workers 1 | tee "$out/search.txt"
 

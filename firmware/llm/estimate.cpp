@@ -415,7 +415,7 @@ nlohmann::json first_order_estimate::evaluate(const std::shared_ptr<config>& cfg
   const config_node wl = root.child("workload");
   const std::string type = wl.get_string("type", "llm", "workload type");
   if (type != "llm") wl.fail("type", "the estimate models LLM inference (type: llm), got '" + type + "'");
-  d.m = model_from_config(wl);
+  d.m = runnable_model_from_config(wl);
   d.m.kv = kv_format::from_config(root.child_or_empty("policy"), d.m.head_dim);  // as the run sets it
   const run_lengths len = run_lengths::read(wl);
   d.batch = len.batch;

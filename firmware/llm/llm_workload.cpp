@@ -26,7 +26,7 @@ namespace kelle {
 llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_args& a)
     : workload(name), m_platform(a.platform), m_stats("stats"), m_layer_stats("layer_time", false) {
   const config_node& p = a.params;
-  m_model = model_from_config(p);
+  m_model = runnable_model_from_config(p);
   // A named task sets the defaults of the lengths, the batch and the policy's budget and window.
   const run_lengths len = run_lengths::read(p);
   const task_spec& task = len.task;

@@ -2,6 +2,9 @@
 
 #include "firmware/functional/llama_model.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace kelle {
 
 model_registry& models() {
@@ -14,26 +17,99 @@ std::string to_string(ffn_kind k) {
     case ffn_kind::gated_silu: return "gated_silu";
     case ffn_kind::relu: return "relu";
     case ffn_kind::gelu: return "gelu";
+    case ffn_kind::gated_gelu: return "gated_gelu";
   }
   return "?";
 }
 
 std::string to_string(norm_kind k) { return k == norm_kind::rmsnorm ? "rmsnorm" : "layernorm"; }
 
-std::uint64_t model_shape::layer_params() const {
-  const std::uint64_t c = hidden, q = std::uint64_t(heads) * head_dim, kv = std::uint64_t(kv_heads) * head_dim;
-  const std::uint64_t attn = c * q + 2 * c * kv + q * c;
-  const std::uint64_t mlp = (ffn_type == ffn_kind::gated_silu ? 3 : 2) * c * ffn;
-  return attn + mlp;
+std::uint64_t model_shape::attn_params() const {
+  const std::uint64_t c = hidden, h = heads;
+  if (latent_kv()) {
+    // Queries: C -> H x (nope + rope), directly or through a rank-q_lora_rank bottleneck.
+    const std::uint64_t q_out = h * (qk_nope_dim + qk_rope_dim);
+    const std::uint64_t wq = q_lora_rank ? c * q_lora_rank + std::uint64_t(q_lora_rank) * q_out : c * q_out;
+    const std::uint64_t kv_a = c * (kv_lora_rank + qk_rope_dim);                  // C -> latent + RoPE key
+    const std::uint64_t kv_b = std::uint64_t(kv_lora_rank) * h * (qk_nope_dim + v_head_dim);  // latent -> K, V
+    const std::uint64_t wo = h * v_head_dim * c;
+    return wq + kv_a + kv_b + wo;
+  }
+  const std::uint64_t q = h * head_dim, kv = std::uint64_t(kv_heads) * head_dim;
+  return c * q + 2 * c * kv + q * c;
+}
+
+std::uint64_t model_shape::ffn_params(unsigned width) const {
+  return (gated_ffn() ? 3 : 2) * std::uint64_t(hidden) * width;
+}
+
+std::uint64_t model_shape::ffn_layer_params(unsigned layer) const {
+  if (!moe_layer(layer)) return ffn_params(ffn);
+  // Router C -> E, the routed experts and the shared ones.
+  return std::uint64_t(hidden) * experts + std::uint64_t(experts + shared_experts) * ffn_params(expert_ffn);
+}
+
+std::uint64_t model_shape::layer_params(unsigned layer) const { return attn_params() + ffn_layer_params(layer); }
+
+std::uint64_t model_shape::all_layer_params() const {
+  std::uint64_t n = 0;
+  for (unsigned l = 0; l < layers; ++l) n += layer_params(l);
+  return n;
 }
 
 std::uint64_t model_shape::weight_bytes_per_pass() const {
-  return (layers * layer_params() + std::uint64_t(vocab) * hidden) * weight_bytes_per_param;
+  return (all_layer_params() + std::uint64_t(vocab) * hidden) * weight_bytes_per_param;
 }
 
 std::uint64_t model_shape::weight_bytes_stored() const {
   const std::uint64_t embed = std::uint64_t(vocab) * hidden;
-  return (layers * layer_params() + embed + (tied_embeddings ? 0 : embed)) * weight_bytes_per_param;
+  return (all_layer_params() + embed + (tied_embeddings ? 0 : embed)) * weight_bytes_per_param;
+}
+
+double model_shape::expected_experts(std::uint64_t tokens) const {
+  if (!moe()) return 0;
+  // Each token picks experts_per_token distinct experts uniformly: a given expert is missed by one
+  // token with probability 1 - k/E, by all `tokens` independently with (1 - k/E)^tokens.
+  const double e = experts, k = experts_per_token;
+  return e * (1 - std::pow(1 - k / e, double(tokens)));
+}
+
+double model_shape::decode_weight_bytes(std::uint64_t batch) const {
+  double bytes = double(weight_bytes_per_pass());
+  if (!moe()) return bytes;
+  const unsigned moe_layers = layers - first_dense_layers;
+  const double unused = double(experts) - expected_experts(batch);
+  return bytes - double(moe_layers) * unused * double(ffn_params(expert_ffn) * weight_bytes_per_param);
+}
+
+std::uint64_t model_shape::kv_bytes_held(std::uint64_t tokens) const {
+  std::uint64_t held = 0;
+  for (unsigned l = 0; l < layers; ++l) {
+    const unsigned w = window(l);
+    held += (w ? std::min<std::uint64_t>(tokens, w) : tokens) * kv_bytes_per_token_layer();
+  }
+  return held;
+}
+
+std::string model_shape::not_yet_run() const {
+  std::string what;
+  auto add = [&](const std::string& s) { what += (what.empty() ? "" : ", ") + s; };
+  if (sliding_window)
+    add("sliding-window attention (sliding_window " + std::to_string(sliding_window) +
+        (global_every ? ", global_every " + std::to_string(global_every) : std::string()) + ")");
+  if (latent_kv()) add("latent KV (kv_lora_rank " + std::to_string(kv_lora_rank) + ")");
+  if (moe()) add("mixture-of-experts FFN (experts " + std::to_string(experts) + ")");
+  if (ffn_type == ffn_kind::gated_gelu) add("the gated GeLU FFN (ffn_type gated_gelu)");
+  return what;
+}
+
+model_shape runnable_model_from_config(const config_node& w) {
+  model_shape s = model_from_config(w);
+  const std::string what = s.not_yet_run();
+  if (!what.empty())
+    w.fail("model", "model " + s.name + " has " + what +
+                        ", which the firmware does not run yet (its sizes are modelled: docs/models/model-zoo.md)");
+  return s;
 }
 
 void model_shape::validate(const config_node& w, const std::string& key) const {
@@ -74,44 +150,153 @@ model_shape model_from_config(const config_node& w) {
   s.hidden = static_cast<unsigned>(m.require_uint("hidden", "model width", 1, 1 << 20));
   s.heads = static_cast<unsigned>(m.require_uint("heads", "query heads", 1, 1 << 12));
   s.kv_heads = static_cast<unsigned>(m.get_uint("kv_heads", s.heads, "key/value heads", 1, 1 << 12));
-  if (!m.has("head_dim") && s.hidden % s.heads)
+  if (!m.has("head_dim") && !m.has("kv_lora_rank") && s.hidden % s.heads)
     m.fail("hidden", "hidden " + std::to_string(s.hidden) + " is not a multiple of heads " + std::to_string(s.heads) +
                          "; give head_dim or a hidden size that heads divide");
-  s.head_dim = static_cast<unsigned>(m.get_uint("head_dim", s.hidden / s.heads, "head dimension", 1, 1 << 16));
+  auto dim = [&](const char* key, const char* what) {
+    return static_cast<unsigned>(m.get_uint(key, 0, what, 0, 1 << 20));
+  };
+  // Latent KV (MLA): read first, since a latent shape's head_dim is qk_nope_dim + qk_rope_dim.
+  s.kv_lora_rank = dim("kv_lora_rank", "the latent KV's rank (0: no latent KV)");
+  s.qk_rope_dim = dim("qk_rope_dim", "decoupled RoPE dimensions per head");
+  s.qk_nope_dim = dim("qk_nope_dim", "query/key dimensions per head without RoPE");
+  s.v_head_dim = dim("v_head_dim", "value dimensions per head");
+  s.q_lora_rank = dim("q_lora_rank", "the query's low rank (0: a full W_q)");
+  const char* latent_keys[] = {"qk_rope_dim", "qk_nope_dim", "v_head_dim", "q_lora_rank"};
+  const unsigned latent_vals[] = {s.qk_rope_dim, s.qk_nope_dim, s.v_head_dim, s.q_lora_rank};
+  for (std::size_t i = 0; i < 4; ++i) {
+    if (!s.kv_lora_rank && latent_vals[i])
+      m.fail(latent_keys[i], std::string(latent_keys[i]) + " is a latent-KV key; give kv_lora_rank too");
+    if (s.kv_lora_rank && i < 3 && !latent_vals[i])
+      m.fail(latent_keys[i], "latent KV (kv_lora_rank " + std::to_string(s.kv_lora_rank) + ") needs " +
+                                 latent_keys[i] + " of at least 1");
+  }
+  const unsigned head_default = s.kv_lora_rank ? s.qk_nope_dim + s.qk_rope_dim : s.hidden / s.heads;
+  s.head_dim = static_cast<unsigned>(m.get_uint("head_dim", head_default, "head dimension", 1, 1 << 16));
+  if (s.kv_lora_rank && s.head_dim != s.qk_nope_dim + s.qk_rope_dim)
+    m.fail("head_dim", "with latent KV head_dim must be qk_nope_dim + qk_rope_dim (" +
+                           std::to_string(s.qk_nope_dim + s.qk_rope_dim) + "), got " + std::to_string(s.head_dim));
   s.ffn = static_cast<unsigned>(m.require_uint("ffn", "FFN inner width", 1, 1 << 22));
-  const std::string ft = m.get_choice("ffn_type", "gated_silu", {"gated_silu", "relu", "gelu"});
-  s.ffn_type = ft == "gated_silu" ? ffn_kind::gated_silu : ft == "relu" ? ffn_kind::relu : ffn_kind::gelu;
+  const std::string ft = m.get_choice("ffn_type", "gated_silu", {"gated_silu", "relu", "gelu", "gated_gelu"});
+  s.ffn_type = ft == "gated_silu" ? ffn_kind::gated_silu
+               : ft == "relu"     ? ffn_kind::relu
+               : ft == "gelu"     ? ffn_kind::gelu
+                                  : ffn_kind::gated_gelu;
   s.norm = m.get_choice("norm", "rmsnorm", {"rmsnorm", "layernorm"}) == "rmsnorm" ? norm_kind::rmsnorm
                                                                                   : norm_kind::layernorm;
   s.vocab = static_cast<unsigned>(m.require_uint("vocab", "vocabulary size", 1, 1 << 24));
   s.tied_embeddings = m.get_bool("tied_embeddings", false, "the LM head shares the embedding matrix");
+  // Attention pattern.
+  s.sliding_window = dim("sliding_window", "tokens a local layer's query sees (0: every layer global)");
+  s.global_every = dim("global_every", "every N-th layer global (0: every layer windowed)");
+  if (s.global_every && !s.sliding_window)
+    m.fail("global_every", "global_every " + std::to_string(s.global_every) + " needs sliding_window of at least 1");
+  // Mixture of experts.
+  s.experts = dim("experts", "routed experts per MoE layer (0: dense FFNs)");
+  s.experts_per_token = dim("experts_per_token", "routed experts per token");
+  s.shared_experts = dim("shared_experts", "experts every token uses");
+  s.expert_ffn = dim("expert_ffn", "an expert's FFN inner width");
+  s.first_dense_layers = dim("first_dense_layers", "leading layers with a dense FFN");
+  if (s.experts) {
+    if (!s.experts_per_token || s.experts_per_token > s.experts)
+      m.fail("experts_per_token", "expected a whole number in [1, " + std::to_string(s.experts) + "] (experts), got " +
+                                      std::to_string(s.experts_per_token));
+    if (!s.expert_ffn) m.fail("expert_ffn", "a mixture of experts needs expert_ffn of at least 1");
+    if (s.first_dense_layers >= s.layers)
+      m.fail("first_dense_layers", "expected fewer than layers (" + std::to_string(s.layers) + "), got " +
+                                       std::to_string(s.first_dense_layers));
+  } else {
+    const char* moe_keys[] = {"experts_per_token", "shared_experts", "expert_ffn", "first_dense_layers"};
+    const unsigned moe_vals[] = {s.experts_per_token, s.shared_experts, s.expert_ffn, s.first_dense_layers};
+    for (std::size_t i = 0; i < 4; ++i)
+      if (moe_vals[i]) m.fail(moe_keys[i], std::string(moe_keys[i]) + " is a mixture-of-experts key; give experts too");
+  }
   s.validate(w, "model");
   return s;
 }
 
 namespace {
 
-void add(const char* name, const char* desc, unsigned layers, unsigned hidden, unsigned heads,
-         unsigned kv_heads, unsigned head_dim, unsigned ffn, ffn_kind ft, norm_kind nk, unsigned vocab,
-         bool tied) {
-  models().add(name, desc, [=] {
-    auto s = std::make_unique<model_shape>();
-    *s = model_shape{name, layers, hidden, heads, kv_heads, head_dim, ffn, ft, nk, vocab, tied, kv_format{}};
-    return s;
-  });
+model_shape dense(unsigned layers, unsigned hidden, unsigned heads, unsigned kv_heads, unsigned head_dim,
+                  unsigned ffn, ffn_kind ft, norm_kind nk, unsigned vocab, bool tied) {
+  model_shape s;
+  s.layers = layers;
+  s.hidden = hidden;
+  s.heads = heads;
+  s.kv_heads = kv_heads;
+  s.head_dim = head_dim;
+  s.ffn = ffn;
+  s.ffn_type = ft;
+  s.norm = nk;
+  s.vocab = vocab;
+  s.tied_embeddings = tied;
+  return s;
 }
 
-// Public configurations (each model's config.json on its model card; spec section 6).
+void add(const char* name, const char* desc, model_shape s) {
+  s.name = name;
+  models().add(name, desc, [s] { return std::make_unique<model_shape>(s); });
+}
+
+model_shape with_window(model_shape s, unsigned window, unsigned global_every) {
+  s.sliding_window = window;
+  s.global_every = global_every;
+  return s;
+}
+
+model_shape with_experts(model_shape s, unsigned experts, unsigned per_token, unsigned shared, unsigned expert_ffn,
+                         unsigned first_dense) {
+  s.experts = experts;
+  s.experts_per_token = per_token;
+  s.shared_experts = shared;
+  s.expert_ffn = expert_ffn;
+  s.first_dense_layers = first_dense;
+  return s;
+}
+
+// Public configurations (each model's config.json on its model card; spec section 6; the later
+// ones: docs/models/model-zoo.md).
 const bool registered = [] {
   using F = ffn_kind;
   using N = norm_kind;
-  add("llama2-7b", "Llama 2 7B: 32 x 4096, 32 heads, FFN 11008 gated SiLU", 32, 4096, 32, 32, 128, 11008, F::gated_silu, N::rmsnorm, 32000, false);
-  add("llama2-13b", "Llama 2 13B: 40 x 5120, 40 heads, FFN 13824 gated SiLU", 40, 5120, 40, 40, 128, 13824, F::gated_silu, N::rmsnorm, 32000, false);
-  add("llama3-8b", "Llama 3 8B: 32 x 4096, 32 heads / 8 KV heads (GQA), FFN 14336", 32, 4096, 32, 8, 128, 14336, F::gated_silu, N::rmsnorm, 128256, false);
-  add("llama3.2-3b", "Llama 3.2 3B: 28 x 3072, 24 heads / 8 KV heads, FFN 8192, tied embeddings", 28, 3072, 24, 8, 128, 8192, F::gated_silu, N::rmsnorm, 128256, true);
-  add("mistral-7b", "Mistral 7B: 32 x 4096, 32 heads / 8 KV heads, FFN 14336", 32, 4096, 32, 8, 128, 14336, F::gated_silu, N::rmsnorm, 32000, false);
-  add("qwen2-7b", "Qwen2 7B: 28 x 3584, 28 heads / 4 KV heads, FFN 18944", 28, 3584, 28, 4, 128, 18944, F::gated_silu, N::rmsnorm, 152064, false);
-  add("opt-6.7b", "OPT 6.7B: 32 x 4096, 32 heads, FFN 16384 ReLU, LayerNorm, tied embeddings", 32, 4096, 32, 32, 128, 16384, F::relu, N::layernorm, 50272, true);
+  add("llama2-7b", "Llama 2 7B: 32 x 4096, 32 heads, FFN 11008 gated SiLU", dense(32, 4096, 32, 32, 128, 11008, F::gated_silu, N::rmsnorm, 32000, false));
+  add("llama2-13b", "Llama 2 13B: 40 x 5120, 40 heads, FFN 13824 gated SiLU", dense(40, 5120, 40, 40, 128, 13824, F::gated_silu, N::rmsnorm, 32000, false));
+  add("llama3-8b", "Llama 3 8B: 32 x 4096, 32 heads / 8 KV heads (GQA), FFN 14336", dense(32, 4096, 32, 8, 128, 14336, F::gated_silu, N::rmsnorm, 128256, false));
+  add("llama3.2-3b", "Llama 3.2 3B: 28 x 3072, 24 heads / 8 KV heads, FFN 8192, tied embeddings", dense(28, 3072, 24, 8, 128, 8192, F::gated_silu, N::rmsnorm, 128256, true));
+  add("mistral-7b", "Mistral 7B: 32 x 4096, 32 heads / 8 KV heads, FFN 14336", dense(32, 4096, 32, 8, 128, 14336, F::gated_silu, N::rmsnorm, 32000, false));
+  add("qwen2-7b", "Qwen2 7B: 28 x 3584, 28 heads / 4 KV heads, FFN 18944", dense(28, 3584, 28, 4, 128, 18944, F::gated_silu, N::rmsnorm, 152064, false));
+  add("opt-6.7b", "OPT 6.7B: 32 x 4096, 32 heads, FFN 16384 ReLU, LayerNorm, tied embeddings", dense(32, 4096, 32, 32, 128, 16384, F::relu, N::layernorm, 50272, true));
+  // Today's edge models (not run by the firmware yet: model_shape::not_yet_run).
+  // google/gemma-3-1b-pt config.json: 26 layers, hidden 1152, 4 heads / 1 KV head, head_dim 256,
+  // intermediate 6912 (GeGLU, gelu_pytorch_tanh), vocab 262144, tied, sliding_window 512,
+  // sliding_window_pattern 6 (five local layers, then one global).
+  add("gemma3-1b", "Gemma 3 1B: 26 x 1152, 4 heads / 1 KV head, FFN 6912 GeGLU, 512-token window, 1 global layer in 6",
+      with_window(dense(26, 1152, 4, 1, 256, 6912, F::gated_gelu, N::rmsnorm, 262144, true), 512, 6));
+  // mistralai/Mistral-7B-v0.1 config.json: as mistral-7b, with sliding_window 4096 on every layer.
+  add("mistral-7b-v0.1-swa", "Mistral 7B v0.1 with its 4096-token sliding window on every layer",
+      with_window(dense(32, 4096, 32, 8, 128, 14336, F::gated_silu, N::rmsnorm, 32000, false), 4096, 0));
+  {
+    // deepseek-ai/DeepSeek-V2-Lite config.json: 27 layers, hidden 2048, 16 heads, kv_lora_rank 512,
+    // qk_rope_head_dim 64, qk_nope_head_dim 128, v_head_dim 128, q_lora_rank null, 64 routed experts
+    // (num_experts_per_tok 6), 2 shared, moe_intermediate_size 1408, first_k_dense_replace 1 with
+    // intermediate_size 10944, vocab 102400, untied.
+    model_shape d = with_experts(dense(27, 2048, 16, 16, 192, 10944, F::gated_silu, N::rmsnorm, 102400, false), 64, 6,
+                                 2, 1408, 1);
+    d.kv_lora_rank = 512;
+    d.qk_rope_dim = 64;
+    d.qk_nope_dim = 128;
+    d.v_head_dim = 128;
+    add("deepseek-v2-lite", "DeepSeek-V2-Lite: 27 x 2048, 16 heads, latent KV 512 + 64, 64 experts top-6 + 2 shared (1408)", d);
+  }
+  // allenai/OLMoE-1B-7B-0924 config.json: 16 layers, hidden 2048, 16 heads, 64 experts top-8,
+  // intermediate_size 1024 (each expert), vocab 50304, untied.
+  add("olmoe-1b-7b", "OLMoE-1B-7B: 16 x 2048, 16 heads, 64 experts top-8 (1024)",
+      with_experts(dense(16, 2048, 16, 16, 128, 1024, F::gated_silu, N::rmsnorm, 50304, false), 64, 8, 0, 1024, 0));
+  // Qwen/Qwen3-30B-A3B config.json: 48 layers, hidden 2048, 32 heads / 4 KV heads, head_dim 128,
+  // 128 experts top-8, moe_intermediate_size 768 (intermediate_size 6144 unused: every layer is MoE),
+  // vocab 151936, untied.
+  add("qwen3-30b-a3b", "Qwen3-30B-A3B: 48 x 2048, 32 heads / 4 KV heads, 128 experts top-8 (768)",
+      with_experts(dense(48, 2048, 32, 4, 128, 6144, F::gated_silu, N::rmsnorm, 151936, false), 128, 8, 0, 768, 0));
   return true;
 }();
 

@@ -2,6 +2,8 @@
 // evaluates (spec section 6), chosen by name (`kelle-vp list models`), or a custom shape given
 // in the scenario. Sizes follow from the shape and the KV cache's number format: weights are
 // int8, activations 16-bit, the KV cache in `kv` (policy.kv_format: binary16 unless a run sets it).
+// Shapes may have sliding-window layers, latent KV (multi-head latent attention) and mixture-of-
+// experts FFNs (docs/models/model-zoo.md); the firmware does not run those yet (not_yet_run()).
 #pragma once
 
 #include "models/compute/kv_format.h"
@@ -13,7 +15,7 @@
 
 namespace kelle {
 
-enum class ffn_kind { gated_silu, relu, gelu };
+enum class ffn_kind { gated_silu, relu, gelu, gated_gelu };
 enum class norm_kind { rmsnorm, layernorm };
 
 struct model_shape {
@@ -32,21 +34,80 @@ struct model_shape {
   // The KV cache's number format (policy.kv_format, set by the run; docs/policies/kv-format.md).
   kv_format kv;
 
+  // Attention pattern: sliding_window W > 0 makes layers local (a query sees the last W tokens);
+  // global_every N > 0 makes every N-th layer global (layers N-1, 2N-1, ...: Gemma 3's five local
+  // then one global is N = 6); N = 0 with W > 0 windows every layer (Mistral 7B v0.1).
+  unsigned sliding_window = 0;
+  unsigned global_every = 0;
+  // Latent KV (multi-head latent attention, DeepSeek-V2): kv_lora_rank > 0 caches one latent of
+  // kv_lora_rank values plus qk_rope_dim decoupled RoPE key values per token per layer; queries and
+  // keys have qk_nope_dim + qk_rope_dim per head, values v_head_dim; q_lora_rank > 0 compresses the
+  // query through a rank-q_lora_rank projection (0: a full W_q).
+  unsigned kv_lora_rank = 0;
+  unsigned qk_rope_dim = 0;
+  unsigned qk_nope_dim = 0;
+  unsigned v_head_dim = 0;
+  unsigned q_lora_rank = 0;
+  // Mixture of experts: experts > 0 routes each token to experts_per_token of `experts` routed
+  // experts of inner width expert_ffn (same FFN kind as ffn_type), plus shared_experts always-on
+  // experts of the same width; the first first_dense_layers layers keep a dense FFN of width ffn.
+  unsigned experts = 0;
+  unsigned experts_per_token = 0;
+  unsigned shared_experts = 0;
+  unsigned expert_ffn = 0;
+  unsigned first_dense_layers = 0;
+
   static constexpr std::uint64_t weight_bytes_per_param = 1;  // int8
   static constexpr std::uint64_t act_bytes = 2;               // 16-bit activations (and x vectors)
 
-  // Parameters of one decoder layer's matrices: W_q, W_k, W_v, W_o and the FFN.
-  std::uint64_t layer_params() const;
+  bool latent_kv() const { return kv_lora_rank > 0; }
+  bool moe() const { return experts > 0; }
+  bool gated_ffn() const { return ffn_type == ffn_kind::gated_silu || ffn_type == ffn_kind::gated_gelu; }
+  // Whether layer `layer` has a mixture-of-experts FFN (else a dense one of width ffn).
+  bool moe_layer(unsigned layer) const { return moe() && layer >= first_dense_layers; }
+  // Tokens a query of layer `layer` sees: the window W, or 0 for a global layer (every token).
+  unsigned window(unsigned layer) const {
+    return sliding_window && !(global_every && (layer + 1) % global_every == 0) ? sliding_window : 0;
+  }
+
+  // Parameters of one decoder layer's attention matrices (MHA/GQA: W_q, W_k, W_v, W_o; MLA: the
+  // query projection(s), W_kv_a, W_kv_b and W_o).
+  std::uint64_t attn_params() const;
+  // Parameters of one FFN of inner width `width` (3 matrices when gated, else 2).
+  std::uint64_t ffn_params(unsigned width) const;
+  // Parameters of a layer's FFN: dense, or router + routed experts + shared experts.
+  std::uint64_t ffn_layer_params(unsigned layer) const;
+  // Parameters of one decoder layer's matrices: attention and FFN (layer 0 unless given).
+  std::uint64_t layer_params(unsigned layer = 0) const;
+  // Parameters of every decoder layer.
+  std::uint64_t all_layer_params() const;
   // Bytes of weights read per forward pass: every layer plus the LM head (the embedding table
-  // is looked up, one row per token, not streamed).
+  // is looked up, one row per token, not streamed). With MoE: every expert (a pass whose tokens
+  // route to every expert); decode_weight_bytes gives the expected figure of a batch.
   std::uint64_t weight_bytes_per_pass() const;
   // Bytes of all weights stored in DRAM (layers, LM head and embeddings, counted once if tied).
   std::uint64_t weight_bytes_stored() const;
+  // Expected number of distinct routed experts a layer's step of `tokens` tokens uses, under
+  // uniform top-k routing independent per token: E * (1 - (1 - k/E)^tokens).
+  double expected_experts(std::uint64_t tokens) const;
+  // Expected bytes of weights a decode step at batch B streams: as weight_bytes_per_pass, with
+  // each MoE layer's routed experts counted expected_experts(B) times instead of E (dense: exact).
+  double decode_weight_bytes(std::uint64_t batch) const;
   // Bytes of one token's K (or V) of one KV head in the cache: head_dim elements in the KV format,
   // with its group scales (2 x head_dim for the 16-bit formats).
   std::uint64_t kv_row_bytes() const { return kv.row_bytes(head_dim); }
-  // KV bytes of one token in one layer: K and V of every KV head.
-  std::uint64_t kv_bytes_per_token_layer() const { return 2ull * kv_heads * kv_row_bytes(); }
+  // KV bytes of one token in one layer: K and V of every KV head; with latent KV one latent of
+  // kv_lora_rank + qk_rope_dim elements in the KV format. A windowed layer holds the same bytes
+  // per token, for at most W tokens.
+  std::uint64_t kv_bytes_per_token_layer() const {
+    return latent_kv() ? kv.row_bytes(kv_lora_rank + qk_rope_dim) : 2ull * kv_heads * kv_row_bytes();
+  }
+  // KV bytes a sequence of `tokens` tokens holds across every layer (windowed layers hold
+  // min(tokens, W) tokens).
+  std::uint64_t kv_bytes_held(std::uint64_t tokens) const;
+  // What of this shape the firmware does not run yet ("" when it runs it), e.g. "sliding-window
+  // attention (sliding_window 512), mixture-of-experts FFN (experts 64)".
+  std::string not_yet_run() const;
   // Bytes of the input vector x_n of one token (AERP stores it instead of K and V).
   std::uint64_t x_bytes_per_token() const { return std::uint64_t(hidden) * act_bytes; }
 
@@ -59,6 +120,9 @@ model_registry& models();
 
 // `workload.model`: a built-in name, or a map with every field of a custom shape.
 model_shape model_from_config(const config_node& workload);
+// As model_from_config, refusing (an error on workload.model) a shape the firmware does not run
+// yet (model_shape::not_yet_run): a run, a check and the estimate use it.
+model_shape runnable_model_from_config(const config_node& workload);
 // The weights file `workload.model` names (resolved against the folder of the file that set it,
 // as include is), or "" when it names a model of the zoo or a shape.
 std::string weights_file_of(const config_node& workload);

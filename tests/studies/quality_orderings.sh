@@ -13,6 +13,7 @@ import csv, sys
 (r,) = list(csv.DictReader(open(sys.argv[1])))
 assert float(r["latency_s.total"]) > 0 and r["llm.kv_policy"] == "h2o", r
 assert r["quality.model"] == "kjv-llama" and int(float(r["quality.perplexity_tokens"])) == 128, r
+assert int(r["quality.positions"]) == 64 + 127, r
 assert float(r["quality.full_cache.eviction_kl_divergence"]) > 1e-3, r  # N' 16 of 192 positions evicts
 PY
 "$src/scripts/sweep" "$src/tests/studies/quality_orderings.yaml" --workers 2 --out "$out" --kelle-vp "$vp"

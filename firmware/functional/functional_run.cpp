@@ -111,6 +111,7 @@ void functional_run::connect(driver& d, memory_plan& plan, layer_ops& ops, kv_po
   m_plan = &plan;
   m_ops = &ops;
   m_policy = policy;
+  if (!policy) m_ref_full.clear();  // every position is kept: the references above attend them all
   m_refresh = refresh;
   ops.set_functional(this);
   if (policy)
@@ -185,8 +186,10 @@ void functional_run::end_pass(const pass_info& p, std::uint64_t logits_addr) {
         const int tok = m_tokens[b].at(p.kv_offset + t);
         rl = p.prefill ? ref.step(tok) : ref.step(tok, kept);
         if (!m_ref_fp.empty()) fl = p.prefill ? m_ref_fp[b]->step(tok) : m_ref_fp[b]->step(tok, kept);
-        full = m_ref_full[b]->step(tok);
+        if (!m_ref_full.empty()) full = m_ref_full[b]->step(tok);
       }
+      // Without a KV policy the kept-set reference attends every position: it is the full-cache one.
+      if (m_ref_full.empty()) full = m_ref_fp.empty() ? rl : fl;
       const int forced = m_text.empty() ? -1 : next;
       m_quality.add(lg, rl, forced);
       if (!m_ref_fp.empty()) m_quality_fp.add(lg, fl, forced);

@@ -431,53 +431,27 @@ nlohmann::json first_order_estimate::evaluate(const std::shared_ptr<config>& cfg
     d.kv_slots = std::min(d.kv_slots, std::max(d.budget, d.context));
   }
 
-  // Placement (memory_plan's rules).
+  // Placement: memory_plan's own sizes.
   const config_node pl = wl.child_or_empty("placement");
-  auto pick = [&](std::initializer_list<const char*> names) -> std::string {
-    for (const char* n : names)
-      if (index_of(d.mems, n) != none) return n;
-    return {};
-  };
-  auto mem_of = [&](const char* key, const std::string& def, const char* what) {
-    const std::string n = pl.get_string(key, def, what);
-    const int i = index_of(d.mems, n);
-    if (i == none) {
-      std::string names;
-      for (const auto& mi : d.mems) names += (names.empty() ? "" : ", ") + mi.name;
-      pl.fail(key, "no memory named '" + n + "' (this system has: " + names + ")");
-    }
-    return i;
-  };
-  d.dram = mem_of("dram", "dram", "memory holding weights and off-chip data");
-  d.wmem = mem_of("weight_memory", pick({"weight_sram", "sram"}), "on-chip memory of the weight tile buffers");
-  d.kvmem = mem_of("kv_memory", pick({"kv_edram", "sram"}), "on-chip memory of the KV cache");
-  d.amem = mem_of("act_memory", pick({"act_edram", "sram"}), "on-chip memory of activations");
-  std::map<int, std::uint64_t> used;
-  const std::uint64_t wcap = d.mems[static_cast<std::size_t>(d.wmem)].capacity;
-  const bool shared_w = d.wmem == d.kvmem || d.wmem == d.amem;
-  const std::uint64_t wbuf = pl.get_uint("weight_buffer_KiB", (shared_w ? wcap / 2 : wcap) / 1024,
-                                         "bytes of the weight SRAM used for the two tile buffers, KiB", 2) * 1024;
-  if (wbuf > wcap) pl.fail("weight_buffer_KiB", "larger than the weight memory (" + std::to_string(wcap / 1024) + " KiB)");
-  d.tile_buffer = wbuf / 2;
-  used[d.wmem] += 2 * align(wbuf / 2);
-  const std::uint64_t acap = d.mems[static_cast<std::size_t>(d.amem)].capacity - std::min(
-      used[d.amem], d.mems[static_cast<std::size_t>(d.amem)].capacity);
-  const bool shared_a = d.amem == d.kvmem;
-  d.arena = pl.get_uint("act_arena_KiB", (shared_a ? std::min<std::uint64_t>(acap, 256 * 1024) : acap) / 1024,
-                        "bytes of the activation memory used for activations, KiB", 1) * 1024;
-  if (d.arena > acap) pl.fail("act_arena_KiB", "larger than what is left of the activation memory");
-  used[d.amem] += align(d.arena);
-  pl.get_uint("kv_stream_KiB", 0, "bytes of the KV memory for the KV stream buffers, KiB (0: none)", 0);
-  const std::uint64_t kv_token = std::uint64_t(d.m.kv_heads) * d.m.kv_row_bytes();  // K or V of a token, as placed
-  const std::uint64_t half = std::uint64_t(d.batch) * d.kv_slots * kv_token;
-  const std::uint64_t kvtotal = d.mems[static_cast<std::size_t>(d.kvmem)].capacity;
-  const std::uint64_t kvcap = kvtotal - std::min(used[d.kvmem], kvtotal);
-  const bool fill = pl.get_choice("kv_placement", "fill", {"first_layers", "fill"}) == "fill";
+  std::string names;
+  for (const auto& mi : d.mems) names += (names.empty() ? "" : ", ") + mi.name;
+  const memory_plan::sizes z = memory_plan::size(
+      d.m, d.batch, d.kv_slots, pl,
+      [&d](const std::string& n) {
+        const int i = index_of(d.mems, n);
+        return i == none ? ~std::uint64_t(0) : d.mems[static_cast<std::size_t>(i)].capacity;
+      },
+      names);
+  d.dram = index_of(d.mems, z.dram);
+  d.wmem = index_of(d.mems, z.weight_mem);
+  d.kvmem = index_of(d.mems, z.kv_mem);
+  d.amem = index_of(d.mems, z.act_mem);
+  d.tile_buffer = z.tile_buffer;
+  d.arena = z.arena;
+  d.kv_on_chip = z.kv_on_chip;
+  d.chip_tokens = z.chip_tokens;
+  const std::uint64_t half = z.kv_half;
   const bool allow = pl.get_bool("allow_dram_overflow", false, "let weights and KV exceed the DRAM's capacity");
-  d.kv_on_chip = memory_plan::kv_layers_fitting(d.m.layers, kvcap, half);
-  if (fill && d.kv_on_chip < d.m.layers)
-    d.chip_tokens = memory_plan::kv_chip_tokens(kvcap - d.kv_on_chip * 2 * align(half),
-                                                std::uint64_t(d.batch) * kv_token, d.kv_slots);
 
   // Refresh rates: the KV at the refresh policy's intervals (high- and low-score groups taken
   // half and half, each bit half at its own), the activations at the array's own.
@@ -497,12 +471,7 @@ nlohmann::json first_order_estimate::evaluate(const std::shared_ptr<config>& cfg
   d.act_refresh_rate = afig.refresh_interval_s > 0 ? 1.0 / afig.refresh_interval_s : 0.0;
 
   // DRAM fit: weights (memory_plan's layout) and the KV not on chip.
-  const std::uint64_t c = d.m.hidden, q = std::uint64_t(d.m.heads) * d.m.head_dim;
-  const bool gated = d.m.ffn_type == ffn_kind::gated_silu;
-  const std::uint64_t per_layer = align(c * q) + 2 * align(c * std::uint64_t(d.m.kv_heads) * d.m.head_dim) + align(q * c) +
-                                  (gated ? align(c * d.m.ffn) : 0) + 2 * align(c * d.m.ffn);
-  const std::uint64_t vc = align(std::uint64_t(d.m.vocab) * c);
-  const std::uint64_t weights = per_layer * d.m.layers + vc + (d.m.tied_embeddings ? 0 : vc);
+  const std::uint64_t weights = z.weight_bytes;
   const std::uint64_t kv_dram = std::uint64_t(d.m.layers - d.kv_on_chip) * 2 * align(half);
   const std::uint64_t dram_cap = d.mems[static_cast<std::size_t>(d.dram)].capacity;
   const bool fits = weights + kv_dram < dram_cap;

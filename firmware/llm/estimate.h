@@ -14,7 +14,9 @@
 // blocks do), and a pass's time is the sum over its commands (no overlap across commands); the
 // roofline bound (the largest demand over the whole phase) and the no-overlap time are given
 // beside it. Decode steps differ only in the tokens attended: the steps where the cache grows
-// are integrated by Simpson's rule over three steps (exact for costs quadratic in the step), the
+// are integrated by Simpson's rule over three steps (exact for a cost linear in the step when
+// their number g is odd; a term quadratic in the step is off by g(g-1)/6 times its coefficient,
+// about 1/(2g) of its sum), the
 // steps at the KV budget are one step times their count. Energy: bytes x energy per byte, the
 // blocks' command energies, static power x time, eDRAM refresh of the live KV (and of the
 // residual stream when it is on chip) at the refresh policy's intervals.

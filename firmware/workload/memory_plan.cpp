@@ -14,13 +14,6 @@ namespace {
 
 std::uint64_t align(std::uint64_t v, std::uint64_t a = 4096) { return (v + a - 1) / a * a; }
 
-// The first of `names` that the system has.
-std::string pick(platform_view& p, std::initializer_list<const char*> names) {
-  for (const char* n : names)
-    if (p.memory(n)) return n;
-  return {};
-}
-
 // A region of memory `mem` (which the system has), its memory resolved.
 region place(platform_view& p, const std::string& mem, std::uint64_t addr, std::uint64_t bytes, bool on_chip) {
   return region{mem, addr, bytes, on_chip, p.memory(mem), p.interconnect().base_of(mem)};
@@ -29,7 +22,8 @@ region place(platform_view& p, const std::string& mem, std::uint64_t addr, std::
 }  // namespace
 
 unsigned memory_plan::kv_layers_fitting(unsigned layers, std::uint64_t kv_capacity, std::uint64_t half) {
-  return static_cast<unsigned>(std::min<std::uint64_t>(layers, kv_capacity / align(2 * half)));
+  // Each on-chip layer takes its K and V halves, each aligned (the constructor's take()).
+  return static_cast<unsigned>(std::min<std::uint64_t>(layers, kv_capacity / (2 * align(half))));
 }
 
 std::uint64_t memory_plan::kv_chip_tokens(std::uint64_t left, std::uint64_t token_bytes, std::uint64_t max_tokens) {
@@ -38,88 +32,138 @@ std::uint64_t memory_plan::kv_chip_tokens(std::uint64_t left, std::uint64_t toke
   return t;
 }
 
+memory_plan::layer_weights memory_plan::layer_layout(const model_shape& m, std::uint64_t base, std::uint64_t& end) {
+  const std::uint64_t c = m.hidden, q = std::uint64_t(m.heads) * m.head_dim, kv = std::uint64_t(m.kv_heads) * m.head_dim;
+  const bool gated = m.ffn_type == ffn_kind::gated_silu;
+  layer_weights w;
+  std::uint64_t d = base;
+  w.q = d, d += align(c * q);
+  w.k = d, d += align(c * kv);
+  w.v = d, d += align(c * kv);
+  w.o = d, d += align(q * c);
+  w.gate = gated ? d : 0, d += gated ? align(c * m.ffn) : 0;
+  w.up = d, d += align(c * m.ffn);
+  w.down = d, d += align(std::uint64_t(m.ffn) * c);
+  end = d;
+  return w;
+}
+
+memory_plan::sizes memory_plan::size(const model_shape& m, unsigned batch, std::uint64_t max_tokens, const config_node& pl,
+                                     const std::function<std::uint64_t(const std::string&)>& capacity,
+                                     const std::string& names) {
+  constexpr std::uint64_t none = ~std::uint64_t(0);
+  auto pick = [&](std::initializer_list<const char*> options) -> std::string {  // the first the system has
+    for (const char* n : options)
+      if (capacity(n) != none) return n;
+    return {};
+  };
+  sizes z;
+  z.dram = pl.get_string("dram", "dram", "memory holding weights and off-chip data");
+  if (capacity(z.dram) == none) pl.fail("dram", "no memory named '" + z.dram + "' (this system has: " + names + ")");
+  z.weight_mem = pl.get_string("weight_memory", pick({"weight_sram", "sram"}), "on-chip memory of the weight tile buffers");
+  z.kv_mem = pl.get_string("kv_memory", pick({"kv_edram", "sram"}), "on-chip memory of the KV cache");
+  z.act_mem = pl.get_string("act_memory", pick({"act_edram", "sram"}), "on-chip memory of activations");
+  for (const auto& [key, name] : {std::pair<const char*, std::string>{"weight_memory", z.weight_mem},
+                                  {"kv_memory", z.kv_mem}, {"act_memory", z.act_mem}})
+    if (capacity(name) == none) pl.fail(key, "no memory named '" + name + "' (this system has: " + names + ")");
+
+  // On-chip carve-up: memories shared by several roles (the SRAM baselines' one SRAM) are split
+  // in order weights, activations, KV (the constructor's take() in the same order).
+  std::map<std::string, std::uint64_t> used;
+  const std::uint64_t wcap = capacity(z.weight_mem);
+  const bool shared_w = z.weight_mem == z.kv_mem || z.weight_mem == z.act_mem;
+  const std::uint64_t wbuf = pl.get_uint("weight_buffer_KiB", (shared_w ? wcap / 2 : wcap) / 1024,
+                                         "bytes of the weight SRAM used for the two tile buffers, KiB", 2) * 1024;
+  if (wbuf > wcap)
+    pl.fail("weight_buffer_KiB", "larger than " + z.weight_mem + " (" + std::to_string(wcap / 1024) + " KiB)");
+  z.tile_buffer = wbuf / 2;
+  used[z.weight_mem] += 2 * align(z.tile_buffer);
+
+  const std::uint64_t acap = capacity(z.act_mem) - used[z.act_mem];
+  const bool shared_a = z.act_mem == z.kv_mem;
+  z.arena = pl.get_uint("act_arena_KiB", (shared_a ? std::min<std::uint64_t>(acap, 256 * 1024) : acap) / 1024,
+                        "bytes of the activation memory used for activations, KiB", 1) * 1024;
+  if (z.arena > acap)
+    pl.fail("act_arena_KiB", "larger than what is left of " + z.act_mem + " (" + std::to_string(acap / 1024) + " KiB)");
+  used[z.act_mem] += align(z.arena);
+
+  // Weights in DRAM.
+  std::uint64_t d = 0;
+  for (unsigned l = 0; l < m.layers; ++l) layer_layout(m, d, d);
+  d += align(std::uint64_t(m.vocab) * m.hidden);                                     // the LM head
+  d += m.tied_embeddings ? 0 : align(std::uint64_t(m.vocab) * m.hidden);             // the embedding table
+  z.weight_bytes = d;
+
+  // KV stream buffers (opt-in): the paper pages the KV that does not fit on chip to DRAM and
+  // prefetches it sequentially into the eDRAM (section 6, long contexts); the buffers' size is
+  // not given. Off by default: docs/firmware.md, "KV streaming", says why.
+  const std::uint64_t sfree = capacity(z.kv_mem) - used[z.kv_mem];
+  const std::uint64_t sbytes =
+      pl.get_uint("kv_stream_KiB", 0,
+                  "bytes of the KV memory used for the two buffers the DRAM-resident KV streams through, KiB (0: none)",
+                  0) * 1024;
+  if (sbytes > sfree)
+    pl.fail("kv_stream_KiB", "larger than what is left of " + z.kv_mem + " (" + std::to_string(sfree / 1024) + " KiB)");
+  if (sbytes && sbytes < 2 * 4096) pl.fail("kv_stream_KiB", "at least 8 KiB (two 4 KiB buffers), or 0 for none");
+  z.stream = sbytes / 2 / 4096 * 4096;
+  used[z.kv_mem] += 2 * align(z.stream);
+
+  // KV cache: K (or V) of one token of one sequence is kv_heads rows in the KV format.
+  z.kv_slot = std::uint64_t(batch) * m.kv_heads * m.kv_row_bytes();
+  z.kv_half = max_tokens * z.kv_slot;
+  const std::uint64_t kvcap = capacity(z.kv_mem) - used[z.kv_mem];
+  z.fill = pl.get_choice("kv_placement", "fill", {"first_layers", "fill"}) == "fill";
+  z.kv_on_chip = kv_layers_fitting(m.layers, kvcap, z.kv_half);
+  if (z.fill && z.kv_on_chip < m.layers)  // what capacity is left holds the next layer's first slots
+    z.chip_tokens = kv_chip_tokens(kvcap - z.kv_on_chip * 2 * align(z.kv_half), z.kv_slot, max_tokens);
+  return z;
+}
+
 memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max_tokens, platform_view& p,
                          const config_node& pl, bool functional)
     : m_kv_tokens(max_tokens) {
-  m_dram = pl.get_string("dram", "dram", "memory holding weights and off-chip data");
+  const sizes z = size(
+      m, batch, max_tokens, pl,
+      [&p](const std::string& name) {
+        const memory_target* t = p.memory(name);
+        return t ? t->capacity_bytes() : ~std::uint64_t(0);
+      },
+      p.memory_names());
+  m_dram = z.dram;
   memory_target* dram = p.memory(m_dram);
-  if (!dram)
-    pl.fail("dram", "no memory named '" + m_dram + "' (this system has: " + p.memory_names() + ")");
-  const std::string wmem = pl.get_string("weight_memory", pick(p, {"weight_sram", "sram"}),
-                                         "on-chip memory of the weight tile buffers");
-  const std::string kvmem = pl.get_string("kv_memory", pick(p, {"kv_edram", "sram"}), "on-chip memory of the KV cache");
-  const std::string amem = pl.get_string("act_memory", pick(p, {"act_edram", "sram"}), "on-chip memory of activations");
-  for (const auto& [key, name] : {std::pair<const char*, std::string>{"weight_memory", wmem},
-                                  {"kv_memory", kvmem}, {"act_memory", amem}})
-    if (!p.memory(name)) pl.fail(key, "no memory named '" + name + "' (this system has: " + p.memory_names() + ")");
+  const std::string& wmem = z.weight_mem;
+  const std::string& kvmem = z.kv_mem;
+  const std::string& amem = z.act_mem;
 
-  // On-chip carve-up: memories shared by several roles (the SRAM baselines' one SRAM) are split
-  // in order weights, activations, KV.
+  // On-chip regions, in the order size() carved them.
   std::map<std::string, std::uint64_t> used;
   auto take = [&](const std::string& mem, std::uint64_t bytes) {
     region r = place(p, mem, p.interconnect().base_of(mem) + used[mem], bytes, true);
     used[mem] += align(bytes);
     return r;
   };
-  const std::uint64_t wcap = p.memory(wmem)->capacity_bytes();
-  const bool shared_w = wmem == kvmem || wmem == amem;
-  const std::uint64_t wbuf = pl.get_uint("weight_buffer_KiB", (shared_w ? wcap / 2 : wcap) / 1024,
-                                         "bytes of the weight SRAM used for the two tile buffers, KiB", 2) * 1024;
-  if (wbuf > wcap) pl.fail("weight_buffer_KiB", "larger than " + wmem + " (" + std::to_string(wcap / 1024) + " KiB)");
-  m_weight_buf[0] = take(wmem, wbuf / 2);
-  m_weight_buf[1] = take(wmem, wbuf / 2);
-
-  const std::uint64_t acap = p.memory(amem)->capacity_bytes() - used[amem];
-  const bool shared_a = amem == kvmem;
-  const std::uint64_t abytes = pl.get_uint("act_arena_KiB", (shared_a ? std::min<std::uint64_t>(acap, 256 * 1024) : acap) / 1024,
-                                           "bytes of the activation memory used for activations, KiB", 1) * 1024;
-  if (abytes > acap) pl.fail("act_arena_KiB", "larger than what is left of " + amem + " (" + std::to_string(acap / 1024) + " KiB)");
-  m_act = activation_arena(take(amem, abytes));
+  m_weight_buf[0] = take(wmem, z.tile_buffer);
+  m_weight_buf[1] = take(wmem, z.tile_buffer);
+  m_act = activation_arena(take(amem, z.arena));
 
   // Weights in DRAM.
   std::uint64_t d = p.interconnect().base_of(m_dram);
-  const std::uint64_t c = m.hidden, q = std::uint64_t(m.heads) * m.head_dim, kv = std::uint64_t(m.kv_heads) * m.head_dim;
-  const bool gated = m.ffn_type == ffn_kind::gated_silu;
-  for (unsigned l = 0; l < m.layers; ++l) {
-    layer_weights w;
-    w.q = d, d += align(c * q);
-    w.k = d, d += align(c * kv);
-    w.v = d, d += align(c * kv);
-    w.o = d, d += align(q * c);
-    w.gate = gated ? d : 0, d += gated ? align(c * m.ffn) : 0;
-    w.up = d, d += align(c * m.ffn);
-    w.down = d, d += align(std::uint64_t(m.ffn) * c);
-    m_weights.push_back(w);
-  }
-  m_lm_head = d, d += align(std::uint64_t(m.vocab) * c);
-  d += m.tied_embeddings ? 0 : align(std::uint64_t(m.vocab) * c);  // the embedding table
+  for (unsigned l = 0; l < m.layers; ++l) m_weights.push_back(layer_layout(m, d, d));
+  m_lm_head = d, d += align(std::uint64_t(m.vocab) * m.hidden);
+  d += m.tied_embeddings ? 0 : align(std::uint64_t(m.vocab) * m.hidden);  // the embedding table
 
-  // KV stream buffers (opt-in): the paper pages the KV that does not fit on chip to DRAM and
-  // prefetches it sequentially into the eDRAM (section 6, long contexts); the buffers' size is
-  // not given. Off by default: docs/firmware.md, "KV streaming", says why.
-  const std::uint64_t sfree = p.memory(kvmem)->capacity_bytes() - used[kvmem];
-  const std::uint64_t sbytes =
-      pl.get_uint("kv_stream_KiB", 0,
-                  "bytes of the KV memory used for the two buffers the DRAM-resident KV streams through, KiB (0: none)",
-                  0) * 1024;
-  if (sbytes > sfree)
-    pl.fail("kv_stream_KiB", "larger than what is left of " + kvmem + " (" + std::to_string(sfree / 1024) + " KiB)");
-  if (sbytes >= 2 * 4096) {
-    m_kv_stream[0] = take(kvmem, sbytes / 2 / 4096 * 4096);
-    m_kv_stream[1] = take(kvmem, sbytes / 2 / 4096 * 4096);
-  } else if (sbytes) {
-    pl.fail("kv_stream_KiB", "at least 8 KiB (two 4 KiB buffers), or 0 for none");
+  if (z.stream) {
+    m_kv_stream[0] = take(kvmem, z.stream);
+    m_kv_stream[1] = take(kvmem, z.stream);
   }
 
-  // KV cache: K (or V) of one token of one sequence is kv_heads rows in the KV format.
-  const std::uint64_t kv_token = std::uint64_t(m.kv_heads) * m.kv_row_bytes();
+  // KV cache.
   if (m.kv.type() != kv_format::kind::binary16)
     m_kv_format = m.kv.name() + (m.kv.grouped() ? " G=" + std::to_string(m.kv.group()) : std::string()) + " KV";
-  const std::uint64_t half = std::uint64_t(batch) * max_tokens * kv_token;  // K or V of a layer
-  const std::uint64_t kvcap = p.memory(kvmem)->capacity_bytes() - used[kvmem];
-  const bool fill = pl.get_choice("kv_placement", "fill", {"first_layers", "fill"}) == "fill";
-  m_kv_on_chip = kv_layers_fitting(m.layers, kvcap, half);
-  const std::uint64_t token_bytes = std::uint64_t(batch) * kv_token;  // one slot, K or V
+  const std::uint64_t half = z.kv_half;  // K or V of a layer
+  const bool fill = z.fill;
+  m_kv_on_chip = z.kv_on_chip;
+  const std::uint64_t token_bytes = z.kv_slot;  // one slot, K or V
   // The DRAM-resident KV: when weights and KV exceed the DRAM, the run is refused unless the
   // scenario allows the overflow (placement.allow_dram_overflow). Then the KV halves that do not
   // fit share addresses with others in a fold of the DRAM (every half still at an address of
@@ -167,8 +211,7 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
       k.k = place_kv_half();
       k.v = place_kv_half();
       if (fill && l == m_kv_on_chip) {  // what capacity is left holds this layer's first slots
-        const std::uint64_t left = p.memory(kvmem)->capacity_bytes() - used[kvmem];
-        k.chip_tokens = kv_chip_tokens(left, token_bytes, max_tokens);
+        k.chip_tokens = z.chip_tokens;
         if (k.chip_tokens) {
           k.k_chip = take(kvmem, k.chip_tokens * token_bytes);
           k.v_chip = take(kvmem, k.chip_tokens * token_bytes);

@@ -17,6 +17,7 @@
 #include "firmware/workload/region.h"
 #include "platform/system/workload.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,25 @@ class memory_plan {
   memory_plan(const model_shape& m, unsigned batch, std::uint64_t kv_tokens, platform_view& p,
               const config_node& placement, bool functional = false);
 
+  // The sizes the plan carves out, from the placement keys and the memories' capacities: the
+  // constructor places its regions by them, and the first-order estimate (firmware/llm/estimate.cpp)
+  // takes them, so the two cannot differ. `capacity(name)` is a memory's capacity in bytes, or
+  // ~0 when the system has no memory of that name (`names` lists those it has, for the error).
+  struct sizes {
+    std::string dram, weight_mem, kv_mem, act_mem;
+    std::uint64_t tile_buffer = 0;  // each of the two weight tile buffers
+    std::uint64_t arena = 0;        // the activation arena
+    std::uint64_t stream = 0;       // each of the two KV stream buffers (0: none)
+    std::uint64_t kv_half = 0;      // K (or V) of one layer: batch x kv_tokens slots
+    std::uint64_t kv_slot = 0;      // one token slot of every sequence, K or V
+    bool fill = true;               // placement `fill` (else `first_layers`)
+    unsigned kv_on_chip = 0;        // whole layers whose KV is on chip
+    std::uint64_t chip_tokens = 0;  // `fill`: the next layer's token slots on chip
+    std::uint64_t weight_bytes = 0; // the weights' DRAM layout (layers, LM head, embeddings)
+  };
+  static sizes size(const model_shape& m, unsigned batch, std::uint64_t kv_tokens, const config_node& placement,
+                    const std::function<std::uint64_t(const std::string&)>& capacity, const std::string& names);
+
   // By how many bytes weights, KV and activation spills exceed the DRAM (placement.
   // allow_dram_overflow; 0: they fit).
   std::uint64_t dram_overflow_bytes() const { return m_overflow_bytes; }
@@ -43,6 +63,9 @@ class memory_plan {
   struct layer_weights {
     std::uint64_t q, k, v, o, gate, up, down;  // DRAM addresses (gate unused without gating)
   };
+  // A layer's matrices from DRAM address `base`, back to back, each aligned; `end` gets the
+  // address after them.
+  static layer_weights layer_layout(const model_shape& m, std::uint64_t base, std::uint64_t& end);
   const layer_weights& weights(unsigned layer) const { return m_weights[layer]; }
   std::uint64_t lm_head() const { return m_lm_head; }
   const region& weight_buffer(unsigned i) const { return m_weight_buf[i]; }

@@ -62,7 +62,7 @@ class kv_policy {
   virtual bool recomputes() const { return false; }
   // Whether some token can ever be stored as x: it recomputes, and x is smaller than the K and V
   // of every KV head (or the policy converts whatever the sizes).
-  virtual bool can_store_x() const { return false; }
+  virtual bool can_store_x() const { return recomputes(); }  // without the sizes: whenever it recomputes
   // AERP's recomputation budget (policy.recompute, docs/policies/aerp.md): what the scenario asks
   // for, and the limits the firmware sets from the hardware before the first pass.
   struct recompute_request {

@@ -3,6 +3,8 @@
 // functional mode against the reference, and what it costs against full precision.
 #include <catch2/catch.hpp>
 
+#include "firmware/policies/kv/kv_policy.h"
+#include "firmware/workload/attention/attention_source.h"
 #include "firmware/workload/model_zoo.h"
 #include "models/compute/command.h"
 #include "models/compute/kv_format.h"
@@ -163,6 +165,17 @@ TEST_CASE("kv_format: AERP compares x with the format's K and V bytes", "[kv_for
   CHECK(double(s.x_bytes_per_token()) / (2.0 * s.kv_row_bytes()) == 16);
   s.kv = kv_format(kv_format::kind::int4, 32);
   CHECK(double(s.x_bytes_per_token()) / (2.0 * s.kv_row_bytes()) == Approx(51.2));
+  // The policy itself: AERP can store x in binary16 (all 32 heads' K and V outweigh x), never in int4.
+  auto cfg = config::from_string("attention: {seed: 1}\nkv: {kv_budget: 128}\n");
+  for (const bool int4 : {false, true}) {
+    model_shape ms = *m;
+    if (int4) ms.kv = kv_format(kv_format::kind::int4, 32);
+    auto src = make_attention_source({cfg.root().child_or_empty("attention"), ms.layers, ms.heads});
+    auto p = kv_policies().create("aerp", kv_policy_args{cfg.root().child("kv"), ms, 1, src.get()});
+    INFO("int4: " << int4);
+    CHECK(p->recomputes());
+    CHECK(p->can_store_x() == !int4);
+  }
 }
 
 TEST_CASE("functional: int8 and int4 KV match the reference that quantises the same way", "[functional][kv_format]") {

@@ -188,6 +188,7 @@ TEST_CASE("models: the KV format sizes the latent like any row", "[models]") {
   // int8: 576 codes + 576 / 64 = 9 groups' scales.
   CHECK(m.kv_bytes_per_token_layer() == m.kv.row_bytes(576));
   CHECK(m.kv_bytes_per_token_layer() == 576 + 9 * m.kv.scale_bytes(64));
+  CHECK(m.kv_bytes_per_token_layer() == 612);  // a group's binary16 scale and zero point: 4 B
 }
 
 TEST_CASE("models: custom windowed, latent and MoE shapes, with errors for bad ones", "[models]") {

@@ -109,7 +109,10 @@ n=$(($(wc -l <"$out/search/trials.csv") - 1))
 [ "$n" -ge 90 ] || die "the resumed search holds $n trials, expected 90"
 had=$(sed -n 's/.*; \([0-9]*\) of 90 trials done.*/\1/p' "$out/resume.txt")
 [ -n "$had" ] && [ "$had" -ge 72 ] || die "the search did not resume from its 72 trials: $(head -1 "$out/resume.txt")"
-grep -q "already done" "$out/resume.txt" || die "the resumed search simulated its designs again"
+# Every simulation the resumed search asks for is one the first run already did (sweep's "N already
+# done, 0 to run"; a first run prints "0 already done").
+grep -Eq "[1-9][0-9]* already done, 0 to run" "$out/resume.txt" || die "the resumed search simulated its designs again"
+! grep -Eq "already done, [1-9][0-9]* to run" "$out/resume.txt" || die "the resumed search simulated designs again"
 
 step "the HTML page in headless chromium"
 command -v chromium >/dev/null || die "chromium is missing (./scripts/setup-deps installs it)"

@@ -2,6 +2,7 @@
 
 #include "models/memory/refresh_control.h"
 #include "platform/plugin/loader.h"
+#include "platform/system/sc_setup.h"
 #include "platform/stats/stats.h"
 
 #include <algorithm>
@@ -150,7 +151,7 @@ std::string platform::memory_names() const {
 
 void platform::run() {
   const auto t0 = std::chrono::steady_clock::now();
-  sc_core::sc_start(sc_core::sc_time(m_time_limit_s, sc_core::SC_SEC), sc_core::SC_EXIT_ON_STARVATION);
+  sc_start_for(m_time_limit_s);
   m_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   m_input_error = take_run_input_error();  // a process stopped the run (stop_run_for_input_error)
   if (!m_input_error.empty()) return;

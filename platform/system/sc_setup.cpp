@@ -7,6 +7,18 @@
 #include <cstdlib>
 #include <string>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define KELLE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KELLE_ASAN 1
+#endif
+#endif
+#ifdef KELLE_ASAN
+#include <pthread.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 namespace kelle {
 namespace {
 
@@ -32,7 +44,33 @@ void report_handler(const sc_core::sc_report& r, const sc_core::sc_actions& acti
   }
 }
 
+#ifdef KELLE_ASAN
+// Tells AddressSanitizer this thread runs on its own stack again: a switch "to" the stack it is
+// on, with the bounds the thread library reports (the fake stack, if any, kept across it).
+void restore_thread_stack_for_sanitizer() {
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return;
+  void* bottom = nullptr;
+  size_t size = 0;
+  const int rc = pthread_attr_getstack(&attr, &bottom, &size);
+  pthread_attr_destroy(&attr);
+  if (rc != 0 || bottom == nullptr) return;
+  void* fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(&fake_stack, bottom, size);
+  __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+}
+#endif
+
 }  // namespace
+
+void sc_start_for(double seconds_limit) {
+#ifdef KELLE_ASAN
+  struct restore {
+    ~restore() { restore_thread_stack_for_sanitizer(); }
+  } on_return;
+#endif
+  sc_core::sc_start(sc_core::sc_time(seconds_limit, sc_core::SC_SEC), sc_core::SC_EXIT_ON_STARVATION);
+}
 
 void setup_systemc_process() {
   setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 1);

@@ -108,6 +108,7 @@ struct design {
   std::uint64_t tile_buffer = 0, arena = 0;
   unsigned kv_on_chip = 0;
   std::uint64_t chip_tokens = 0;  // placement fill: the partly placed layer's on-chip slots
+  std::vector<unsigned> chip_order;  // the order layers take the KV memory in (memory_plan::sizes)
   double kv_refresh_rate = 0;     // refreshes per second of a live KV bit (the policy's intervals)
   double act_refresh_rate = 0;    // of a live activation bit (the array's own interval)
 };
@@ -263,10 +264,10 @@ class pass_eval {
     sfu(norm, rows, C, x, xn2);
     const int h = alloc(rows * F * ab);
     const int out = alloc(rows * C * ab);
-    if (m.ffn_type == ffn_kind::gated_silu) {
+    if (m.gated_ffn()) {
       const int up = alloc(rows * F * ab);
       project(xn2, C, F, h, rows);
-      sfu(opcode::silu, rows, F, h, h);
+      sfu(m.ffn_type == ffn_kind::gated_gelu ? opcode::gelu : opcode::silu, rows, F, h, h);
       project(xn2, C, F, up, rows);
       sfu(opcode::mul, rows, F, h, h, up);
     } else {
@@ -307,8 +308,34 @@ ledger pass(const design& d, std::uint64_t T, std::uint64_t N, std::uint64_t hel
     e.layer(T, N, x, kv_new, parts, select);
     total.add(l, count);
   };
-  one(d.kv_on_chip, d.kvmem, {{d.kvmem, N}});
-  if (partial) {
+  const double kvb = static_cast<double>(m.kv_bytes_per_token_layer()) * d.batch;
+  double live_kv = 0;
+  if (m.sliding_window) {  // layer by layer: a windowed layer's tokens and place are its own
+    for (unsigned i = 0; i < m.layers; ++i) {
+      const unsigned l = d.chip_order[i];
+      const std::uint64_t w = m.window(l);
+      // Attended: the window in decode; the prefill's blocks of W rows see 2W - 1 keys (layer_ops).
+      const std::uint64_t n = !w ? N : prefill ? (T > w ? std::min(T, 2 * w - 1) : T) : std::min(N, w);
+      const std::uint64_t h = w ? std::min<std::uint64_t>(held, w) : held;
+      if (i < d.kv_on_chip) {
+        one(1, d.kvmem, {{d.kvmem, n}});
+        live_kv += kvb * static_cast<double>(h);
+      } else if (i == d.kv_on_chip && partial) {
+        const std::uint64_t on = std::min(n, d.chip_tokens);
+        std::vector<std::pair<int, std::uint64_t>> parts{{d.kvmem, on}};
+        if (n > on) parts.push_back({d.dram, n - on});
+        one(1, (prefill ? T : n) <= d.chip_tokens ? d.kvmem : d.dram, parts);
+        live_kv += kvb * static_cast<double>(std::min(h, d.chip_tokens));
+      } else {
+        one(1, d.dram, {{d.dram, n}});
+      }
+    }
+  } else {
+    one(d.kv_on_chip, d.kvmem, {{d.kvmem, N}});
+    live_kv = kvb * (static_cast<double>(d.kv_on_chip) * static_cast<double>(held) +
+                     (partial ? static_cast<double>(std::min(held, d.chip_tokens)) : 0.0));
+  }
+  if (partial && !m.sliding_window) {
     const std::uint64_t on = std::min(N, d.chip_tokens);
     // New slots go on chip while they are among the first chip_tokens (layer_ops::kv_slot).
     const bool new_on_chip = prefill ? T <= d.chip_tokens : N <= d.chip_tokens;
@@ -316,16 +343,13 @@ ledger pass(const design& d, std::uint64_t T, std::uint64_t N, std::uint64_t hel
     if (N > on) parts.push_back({d.dram, N - on});
     one(1, new_on_chip ? d.kvmem : d.dram, parts);
   }
-  one(in_dram, d.dram, {{d.dram, N}});
+  if (!m.sliding_window) one(in_dram, d.dram, {{d.dram, N}});
   // The LM head on the last token of every sequence.
   const int xn = top.alloc(d.batch * C * ab);
   top.sfu(m.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm, d.batch, C, x, xn);
   const int logits = top.alloc(d.batch * std::uint64_t(m.vocab) * ab);
   top.project(xn, C, m.vocab, logits, d.batch);
   // Live bits over the pass: the on-chip KV (what the cache holds), the residual stream.
-  const double kvb = static_cast<double>(m.kv_bytes_per_token_layer()) * d.batch;
-  const double live_kv = kvb * (static_cast<double>(d.kv_on_chip) * static_cast<double>(held) +
-                                (partial ? static_cast<double>(std::min(held, d.chip_tokens)) : 0.0));
   total.kv_live_bit_s = live_kv * 8 * total.time_s;
   total.act_live_bit_s = x == d.amem ? static_cast<double>(rows * C * ab) * 8 * total.time_s : 0.0;
   return total;
@@ -450,7 +474,7 @@ nlohmann::json first_order_estimate::evaluate(const std::shared_ptr<config>& cfg
   d.arena = z.arena;
   d.kv_on_chip = z.kv_on_chip;
   d.chip_tokens = z.chip_tokens;
-  const std::uint64_t half = z.kv_half;
+  d.chip_order = z.chip_order;
   const bool allow = pl.get_bool("allow_dram_overflow", false, "let weights and KV exceed the DRAM's capacity");
 
   // Refresh rates: the KV at the refresh policy's intervals (high- and low-score groups taken
@@ -472,7 +496,8 @@ nlohmann::json first_order_estimate::evaluate(const std::shared_ptr<config>& cfg
 
   // DRAM fit: weights (memory_plan's layout) and the KV not on chip.
   const std::uint64_t weights = z.weight_bytes;
-  const std::uint64_t kv_dram = std::uint64_t(d.m.layers - d.kv_on_chip) * 2 * align(half);
+  std::uint64_t kv_dram = 0;
+  for (unsigned i = d.kv_on_chip; i < d.m.layers; ++i) kv_dram += 2 * align(z.half_of(d.m, z.chip_order[i], d.kv_slots));
   const std::uint64_t dram_cap = d.mems[static_cast<std::size_t>(d.dram)].capacity;
   const bool fits = weights + kv_dram < dram_cap;
 

@@ -21,7 +21,7 @@ namespace kelle {
 // (sampled decode, sampled layers) have theirs extrapolated with every other figure.
 void llm_workload::add_refresh_fields(nlohmann::json& out) const {
   out["kv_fields"] = m_refresh->kv_fields().text();
-  const region& kv0 = m_plan->kv_layers_on_chip() > 0 ? m_plan->kv(0).k : m_plan->kv(0).k_chip;
+  const region& kv0 = m_plan->first_chip_kv();
   refresh_control* e = m_plan->kv_layers_touching_chip() > 0 && kv0.target ? kv0.target->refresh() : nullptr;
   nlohmann::json by = nlohmann::json::object();
   if (e && m_refresh->name() != "none") {
@@ -155,9 +155,9 @@ void llm_workload::add_results(nlohmann::json& r) const {
   // Refresh of the on-chip KV data.
   nlohmann::json fail = nullptr, rate = nullptr;
   if (m_plan->kv_layers_touching_chip() > 0) {
-    // The first on-chip KV: layer 0's, or (placement `fill` with no whole layer on chip) the first
-    // token slots of layer 0.
-    const region& kv0 = m_plan->kv_layers_on_chip() > 0 ? m_plan->kv(0).k : m_plan->kv(0).k_chip;
+    // The first on-chip KV: the first whole layer's on chip (layer 0's unless layers are
+    // windowed), or (placement `fill` with no whole layer on chip) the partly placed layer's slots.
+    const region& kv0 = m_plan->first_chip_kv();
     if (refresh_control* e = kv0.target ? kv0.target->refresh() : nullptr) {
       if (m_refresh->name() != "none") fail = m_refresh->expected_failed_bits(e->retention());
       if (r.contains("stats") && r["stats"].contains(kv0.memory))
@@ -183,8 +183,8 @@ void llm_workload::add_results(nlohmann::json& r) const {
               {"firmware", m_run.to_json()},
               {"weight_bytes_per_pass", m_model.weight_bytes_per_pass()},
               {"kv_layers_on_chip", m_plan->kv_layers_on_chip()},
-              {"kv_chip_tokens", m_plan->kv_layers_touching_chip() > m_plan->kv_layers_on_chip()
-                                     ? m_plan->kv(m_plan->kv_layers_on_chip()).chip_tokens
+              {"kv_chip_tokens", m_plan->kv_partial_layer() < m_model.layers
+                                     ? m_plan->kv(m_plan->kv_partial_layer()).chip_tokens
                                      : 0},
               {"placement", m_plan->describe()},
               {"dram_overflow_bytes", m_plan->dram_overflow_bytes()},
@@ -275,7 +275,7 @@ std::map<std::string, std::string> llm_workload::extra_files() const {
           << s.dram_weights << ',' << s.dram_kv << ',' << s.dram_act << ',' << (s.detailed ? 1 : 0) << '\n';
   layers << "layer,time_s,kv_on_chip\n";
   for (unsigned l = 0; l < m_layer_time.size(); ++l)
-    layers << l << ',' << m_layer_time[l]->value() << ',' << (l < m_plan->kv_layers_on_chip() ? 1 : 0) << '\n';
+    layers << l << ',' << m_layer_time[l]->value() << ',' << (m_plan->kv_on_chip(l) ? 1 : 0) << '\n';
   return {{"steps.csv", steps.str()}, {"layers.csv", layers.str()}};
 }
 

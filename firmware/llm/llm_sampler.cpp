@@ -33,7 +33,7 @@ std::array<double, traffic_classes> llm_workload::dram_by_class() const {
 std::uint64_t llm_workload::layer_signature(const pass_info& p, unsigned l) const {
   // Where the layer's KV lives, what its attention reads and recomputes, and whether it evicts:
   // layers alike in these issue the same commands (their weights have the same shapes).
-  const unsigned where = l < m_plan->kv_layers_on_chip() ? 0u : l < m_plan->kv_layers_touching_chip() ? 1u : 2u;
+  const unsigned where = m_plan->kv_on_chip(l) ? 0u : m_plan->kv_touches_chip(l) ? 1u : 2u;
   std::uint64_t h = splitmix64(where);
   h = splitmix64(h ^ p.attended(l));
   h = splitmix64(h ^ p.recompute_rows(l));
@@ -47,7 +47,7 @@ void llm_workload::skip_layer(const pass_info& p, unsigned l, const layer_sample
   // The platform idles for the sample's time (time-driven figures accrue); the layer's new K and
   // V become live mid-layer. Its activity is the sample's, its time counted as its own.
   sc_core::wait(sc_core::sc_time(s.dt / 2, sc_core::SC_SEC));
-  if (l < m_plan->kv_layers_touching_chip())
+  if (m_plan->kv_touches_chip(l))
     for (bool v : {false, true}) {
       const region r = m_ops->kv_slot(l, v, p);
       mark_live(r, r.bytes);
@@ -63,13 +63,17 @@ std::uint64_t llm_workload::regime(const pass_info& p) const {
   // outgrown their slots (x read from DRAM instead of the layer's KV memory); hashed with where
   // every layer's activation buffers land (arena or DRAM) and how its attention groups KV heads,
   // which step as the tokens attended grow (layer_ops::placement).
-  std::uint64_t r = 0, outgrown = 0, where = 0;
+  // Windowed layers: how many attend to a full window (their cost stops growing with the tokens,
+  // so the slope of the cost in the tokens attended changes when one fills).
+  std::uint64_t r = 0, outgrown = 0, where = 0, full_windows = 0;
   for (unsigned l = 0; l < m_model.layers; ++l) {
     r |= (p.evicts(l) ? 1u : 0u) | (p.recompute_rows(l) ? 2u : 0u);
     if (p.recompute_rows(l) && !m_ops->x_store_in_slots(l, p.recompute_rows(l))) ++outgrown;
     where = splitmix64(where ^ m_ops->placement(p, l));
+    if (!p.window.empty() && p.window[l] && p.attended(l) >= p.window[l]) ++full_windows;
   }
-  const std::uint64_t h = splitmix64((r | outgrown << 2) ^ where);
+  std::uint64_t h = splitmix64((r | outgrown << 2) ^ where);
+  if (full_windows) h = splitmix64(h ^ full_windows << 32);
   return h == no_regime ? 0 : h;
 }
 

@@ -141,7 +141,7 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   if (m_policy) {  // the run reads the score groups only for the layers the eDRAM holds (2DRP)
     std::vector<bool> groups(m_model.layers, false);
     if (m_refresh->needs_groups())
-      for (unsigned l = 0; l < m_plan->kv_layers_touching_chip(); ++l) groups[l] = true;
+      for (unsigned l = 0; l < m_model.layers; ++l) groups[l] = m_plan->kv_touches_chip(l);
     m_policy->groups_each_pass(groups);
   }
   check_sfu_rows(a, kv_tokens);
@@ -359,14 +359,14 @@ void llm_workload::check_commands(const workload_args& a, std::uint64_t kv_token
     need("the FFN's up projection" + of, rsa_block, {opcode::gemm, R, C, cols(C, F)}, ps.keys);
     need("the FFN's activation" + of, sfu_block, {m_model.ffn_type == ffn_kind::gated_silu ? opcode::silu : opcode::gelu, R, F},
          ps.keys);
-    if (m_model.ffn_type == ffn_kind::gated_silu) need("the FFN's gate" + of, sfu_block, {opcode::mul, R, F}, ps.keys);
+    if (m_model.gated_ffn()) need("the FFN's gate" + of, sfu_block, {opcode::mul, R, F}, ps.keys);
     need("the FFN's down projection" + of, rsa_block, {opcode::gemm, R, F, cols(F, C)}, ps.keys);
     // What a pass must hold at once, whatever the scheduler, by the data's own lifetimes: x (the
     // residual stream) beside the attention's q, its output and the scores of one KV head; beside
     // the FFN's input and the two projections the gate multiplies (or its hidden vector and its
     // output); beside the LM head's input and its logits.
     const std::uint64_t x = a64(R * C * ab), q = a64(R * Q * ab), xn = a64(R * C * ab), out = xn, h = a64(R * F * ab);
-    const bool gated = m_model.ffn_type == ffn_kind::gated_silu;
+    const bool gated = m_model.gated_ffn();
     const std::uint64_t lm_in = a64(B * C * ab), logits = a64(B * V * ab);
     const std::tuple<std::uint64_t, std::uint64_t, const char*> at_once[] = {
         {x + 2 * q + a64(per_head), std::max({x, q, a64(per_head)}), "x, q, the attention's output and one head's scores"},
@@ -504,10 +504,11 @@ void llm_workload::apply_policy(pass_info& p) {
 }
 
 void llm_workload::apply_refresh() {
-  for (unsigned l = 0; l < m_plan->kv_layers_touching_chip(); ++l) {
+  for (unsigned l = 0; l < m_model.layers; ++l) {
+    if (!m_plan->kv_touches_chip(l)) continue;
     const kv_layer_report r = m_policy ? m_policy->layer_total(l) : kv_layer_report{};
     const memory_plan::kv_layer& kv = m_plan->kv(l);
-    const bool part = l >= m_plan->kv_layers_on_chip();
+    const bool part = !kv.on_chip;
     for (const region* reg : {part ? &kv.k_chip : &kv.k, part ? &kv.v_chip : &kv.v}) {
       std::uint64_t local = 0;
       if (refresh_control* e = refresh_of(*reg, local)) m_refresh->apply(*e, local, reg->bytes, m_policy ? &r : nullptr);
@@ -525,6 +526,7 @@ void llm_workload::apply_refresh() {
 void llm_workload::run() {
   m_wall0 = std::chrono::steady_clock::now();
   pass_info p;
+  for (unsigned l = 0; l < m_model.layers && m_model.sliding_window; ++l) p.window.push_back(m_model.window(l));
   p.prefill = true;
   p.batch = m_batch;
   p.rows = m_context;
@@ -651,8 +653,8 @@ void llm_workload::decode_step_policy(pass_info& p) {
 void llm_workload::mark_context_chip_slots() {
   // A partly placed layer's context goes to DRAM in the prefill (one projection writes all of
   // it); its first slots are copied to chip as the prefill ends, where decode reads them.
-  const unsigned l = m_plan->kv_layers_on_chip();
-  if (l >= m_plan->kv_layers_touching_chip() || !m_ops->chip_slots(l)) return;
+  const unsigned l = m_plan->kv_partial_layer();
+  if (l >= m_model.layers || !m_ops->chip_slots(l)) return;
   const memory_plan::kv_layer& kv = m_plan->kv(l);
   const double share = static_cast<double>(std::min(m_context, kv.chip_tokens)) / static_cast<double>(kv.chip_tokens);
   for (const region* r : {&kv.k_chip, &kv.v_chip})
@@ -660,8 +662,9 @@ void llm_workload::mark_context_chip_slots() {
 }
 
 void llm_workload::mark_kv_live(const pass_info& p) {
-  for (unsigned l = 0; l < m_plan->kv_layers_touching_chip(); ++l)
+  for (unsigned l = 0; l < m_model.layers; ++l)
     for (bool v : {false, true}) {
+      if (!m_plan->kv_touches_chip(l)) continue;
       const region r = m_ops->kv_slot(l, v, p);
       mark_live(r, r.bytes);
     }

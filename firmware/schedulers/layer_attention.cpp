@@ -67,6 +67,7 @@ std::uint64_t layer_ops::score_heads(std::uint64_t kv_heads, std::uint64_t bytes
 }
 
 ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out) {
+  if (pass.banded(layer)) return banded_attention(q, pass, layer, out);
   const std::uint64_t B = pass.batch, T = pass.rows, N = pass.attended(layer), D = m_model.head_dim;
   const std::uint64_t kvh = m_model.kv_heads, g = m_model.heads / m_model.kv_heads;
   // R: one token's K (or V) row of one head in the cache (the KV format's bytes); the staging
@@ -92,10 +93,9 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
   std::vector<kv_part> parts;
   if (n_chip) parts.push_back({kv.k_chip, kv.v_chip, 0, n_chip, 0, B * kv.chip_tokens * R, R, traffic_class::kv});
   if (n_cache > n_chip && (n_chip || staged))
-    parts.push_back({kv.k, kv.v, n_chip, n_cache - n_chip, n_chip * R, B * m_plan.kv_token_slots() * R, R,
-                     traffic_class::kv});
+    parts.push_back({kv.k, kv.v, n_chip, n_cache - n_chip, n_chip * R, B * kv.slots * R, R, traffic_class::kv});
   if (parts.empty() && streamed(kv.k))  // the whole layer in DRAM: streamed in one part
-    parts.push_back({kv.k, kv.v, 0, N, 0, B * m_plan.kv_token_slots() * R, R, traffic_class::kv});
+    parts.push_back({kv.k, kv.v, 0, N, 0, B * kv.slots * R, R, traffic_class::kv});
   if (n_stage) {
     const std::uint64_t head = (m_stage.rows + m_stage.stacked) * D * ab;
     parts.push_back({m_stage.buf[0].where, m_stage.buf[1].where, n_cache, n_stage, 0, head, D * ab,
@@ -141,6 +141,43 @@ ticket layer_ops::attention(const tensor& q, const pass_info& pass, unsigned lay
   if (select && m_evictor) select_victims(pass, N);
   // The score buffers are free once the last group is done; the scheduler rewinds the arena at
   // the end of the layer.
+  return last;
+}
+
+ticket layer_ops::banded_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out) {
+  // Like the dense prefill, which computes the whole T x T square of which the causal mask keeps
+  // half, a block of W query rows computes the 2W - 1 keys its rows' windows span (the masked
+  // corners included): 2W - 1 keys a query row, O(T W) for the layer, not O(T^2).
+  const std::uint64_t B = pass.batch, T = pass.rows, W = pass.window[layer], D = m_model.head_dim;
+  const std::uint64_t kvh = m_model.kv_heads, g = m_model.heads / kvh, ab = model_shape::act_bytes;
+  const std::uint64_t per_head = B * g * W * std::min(T, 2 * W - 1) * ab;  // the widest block's scores
+  const std::uint64_t hg = score_heads(kvh, per_head, m_plan.arena_free());
+  tensor buf[2] = {produce("scores", hg * per_head), produce("scores", hg * per_head)};
+  ticket user[2], last;
+  depend(q, m_rsa->block);
+  depend(tensor{m_stage.buf[0].where, m_stage.ready[0], -1, "k"}, m_rsa->block);  // the keys' RoPE
+  const std::uint64_t K = m_stage.buf[0].where.addr, V = m_stage.buf[1].where.addr;
+  std::uint64_t j = 0;
+  for (std::uint64_t h0 = 0; h0 < kvh; h0 += hg)
+    for (std::uint64_t r0 = 0; r0 < T; r0 += W, ++j) {
+      const std::uint64_t h = std::min(hg, kvh - h0), c = std::min(W, T - r0);
+      const std::uint64_t k0 = r0 >= W ? r0 - W + 1 : 0, n = r0 + c - k0;  // the block's keys
+      tensor& s = buf[j % 2];
+      if (user[j % 2].valid()) m_drv.wait(user[j % 2]);  // the buffer's previous block is done
+      const command qk = qk_command(B * h, g * c, n, q.where.addr + (B * h0 * g * T + g * r0) * D * ab,
+                                    K + (B * h0 * T + k0) * D * ab, s.where.addr, traffic_class::activations);
+      produced(s, m_drv.submit(*m_rsa, qk));
+      s.producer = sfu(opcode::softmax, s, B * h * g * c, n, s.where);
+      depend(s, m_rsa->block);
+      const command av = av_command(B * h, g * c, n, s.where.addr, V + (B * h0 * T + k0) * D * ab,
+                                    out.addr + (B * h0 * g * T + g * r0) * D * ab, traffic_class::activations);
+      last = m_drv.submit(*m_rsa, av);
+      last_use(s, last);
+      user[j % 2] = last;
+      s = tensor{s.where, {}, -1, "scores"};
+    }
+  for (tensor& t : m_stage.buf) last_use(t, last);
+  copy_new_rows();  // the window's last W tokens into the ring
   return last;
 }
 

@@ -118,14 +118,17 @@ ticket layer_ops::sfu_as(traffic_class kind, opcode op, const tensor& in, std::u
 region layer_ops::kv_slot(unsigned layer, bool v, const pass_info& pass) const {
   const memory_plan::kv_layer& kv = m_plan.kv(layer);
   const std::uint64_t per_token = std::uint64_t(m_model.kv_heads) * m_model.kv_row_bytes();  // in the KV format
-  // A new token takes an evicted slot once the cache is full (policies overwrite in place).
-  const std::uint64_t slot = pass.kv_offset % m_plan.kv_token_slots();
+  // A new token takes an evicted slot once the cache is full (policies overwrite in place); a
+  // windowed layer's token t takes slot t mod W (its slots are a ring).
+  const std::uint64_t slot = pass.kv_offset % kv.slots;
+  // A banded prefill (more context than the window) fills the whole ring with its last W tokens.
+  const std::uint64_t rows = pass.banded(layer) ? kv.slots : pass.rows;
   // Slots below chip_tokens of a partly placed layer are on chip (a range that straddles the
   // boundary, a prefill's, is written to DRAM; docs/firmware.md).
-  const bool chip = chip_slots(layer) && slot + pass.rows <= kv.chip_tokens;
+  const bool chip = chip_slots(layer) && slot + rows <= kv.chip_tokens;
   region r = chip ? (v ? kv.v_chip : kv.k_chip) : (v ? kv.v : kv.k);
   r.addr += slot * per_token * pass.batch;
-  r.bytes = pass.batch * pass.rows * per_token;
+  r.bytes = pass.batch * rows * per_token;
   return r;
 }
 
@@ -136,6 +139,27 @@ ticket layer_ops::append_kv(const tensor& xn, unsigned layer, bool v, const pass
   // The prefill computes every token's K and V anyway: nothing to recompute.
   const std::uint64_t S = pass.prefill ? 0 : pass.recompute_rows(layer);
   if (m_stage.layer != layer) copy_new_rows();  // a previous layer's, if its attention did not run
+  if (pass.banded(layer)) {
+    // The prefill of a windowed layer with more context than its window: every context token's
+    // K and V go to a staging buffer (activations), which the band attention reads; the last W
+    // tokens are then copied into the ring (copy_new_rows), the earlier ones are gone.
+    if (m_stage.layer != layer) {
+      m_stage = staging{};
+      m_stage.layer = layer;
+    }
+    m_stage.rows = rows;
+    m_stage.stacked = 0;
+    tensor& buf = m_stage.buf[v];
+    buf = produce(v ? "v_band" : "k_band", rows * kv * model_shape::act_bytes);
+    const ticket t = project_rows(xn, v ? w.v : w.k, m_model.hidden, kv, buf.where, rows, first,
+                                  traffic_class::activations, 0, region{});
+    produced(buf, t);
+    m_stage.slot[v] = slot;
+    m_stage.from[v] = buf.where.bytes - std::min(buf.where.bytes, slot.bytes);  // the last W tokens
+    m_stage.ready[v] = t;
+    m_stage.copy_pending[v] = true;
+    return t;
+  }
   if (S == 0) {
     absent(size_rule::staging);  // where a pass that recomputes would put its staging buffer
     const ticket t = project_rows(xn, v ? w.v : w.k, m_model.hidden, kv, slot, rows, first, traffic_class::kv, 0,
@@ -156,6 +180,7 @@ ticket layer_ops::append_kv(const tensor& xn, unsigned layer, bool v, const pass
                                 S, x_store(layer, S));
   produced(buf, t);
   m_stage.slot[v] = slot;
+  m_stage.from[v] = 0;
   m_stage.ready[v] = t;
   m_stage.copy_pending[v] = true;
   return t;
@@ -223,14 +248,15 @@ void layer_ops::copy_new_rows() {
     const region& slot = m_stage.slot[v];
     m_drv.wait(m_stage.ready[v]);  // K roped, V projected
     if (m_fn) m_fn->copy_new_rows(m_stage.layer, v);
-    m_drv.dma(m_stage.buf[v].where.addr, slot.addr, slot.bytes, traffic_class::activations, traffic_class::kv);
+    m_drv.dma(m_stage.buf[v].where.addr + m_stage.from[v], slot.addr, slot.bytes, traffic_class::activations,
+              traffic_class::kv);
     m_kv_written += static_cast<double>(slot.bytes);
   }
 }
 
 tile_load layer_ops::prefetch_ffn(unsigned layer) {
   const auto& w = m_plan.weights(layer);
-  return prefetch(m_model.ffn_type == ffn_kind::gated_silu ? w.gate : w.up, m_model.hidden, m_model.ffn);
+  return prefetch(m_model.gated_ffn() ? w.gate : w.up, m_model.hidden, m_model.ffn);
 }
 
 void layer_ops::ffn(tensor& x, unsigned layer, std::uint64_t rows, bool overlap, tile_load first) {
@@ -248,12 +274,12 @@ void layer_ops::ffn(tensor& x, unsigned layer, std::uint64_t rows, bool overlap,
   tensor h = produce("ffn", rows * F * ab);
   tensor out = produce("o", rows * C * ab);
   tile_load next;
-  if (m_model.ffn_type == ffn_kind::gated_silu) {
+  if (m_model.gated_ffn()) {  // SwiGLU, or GeGLU (Gemma): the SFU's GeLU on the gate
     tensor up = produce("ffn", rows * F * ab);
     produced(h, project(xn, w.gate, C, F, h.where, rows, first));
     next = next_weights(w.up, C, F);
     step(h.producer);
-    h.producer = sfu(opcode::silu, h, rows, F, h.where);
+    h.producer = sfu(m_model.ffn_type == ffn_kind::gated_gelu ? opcode::gelu : opcode::silu, h, rows, F, h.where);
     produced(up, project(xn, w.up, C, F, up.where, rows, next));
     last_use(xn, up.producer);
     next = next_weights(w.down, F, C);

@@ -175,6 +175,10 @@ class layer_ops final : public scheduler_ops {
     std::uint64_t row;         // bytes of one token's K (or V) of one head (the KV format's in the cache)
     traffic_class kind;        // its traffic class
   };
+  // The prefill's band attention of a windowed layer whose context is longer than its window
+  // (pass_info::banded): in blocks of W query rows, each against the 2W - 1 keys its rows' windows
+  // span, from the staging buffer append_kv filled.
+  ticket banded_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out);
   void parts_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out, tensor& s,
                        std::uint64_t h0, std::uint64_t h, const std::vector<kv_part>& parts, bool select);
   // KV streaming: a part in DRAM is read through the two KV stream buffers on the KV memory
@@ -275,6 +279,7 @@ class layer_ops final : public scheduler_ops {
     std::uint64_t rows = 0, stacked = 0;  // new rows (batch x tokens), recomputed rows
     tensor buf[2];                        // K, V
     region slot[2];                       // the new rows' cache slots
+    std::uint64_t from[2] = {0, 0};       // bytes of the buffer before the rows copied there
     ticket ready[2];                      // K after its RoPE, V after MM_v
     bool copy_pending[2] = {false, false};
   } m_stage;

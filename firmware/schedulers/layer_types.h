@@ -6,6 +6,7 @@
 #include "firmware/workload/memory_plan.h"
 #include "firmware/workload/model_zoo.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,10 +34,17 @@ struct pass_info {
   // evicts chooses its victims in the attention: on the systolic evictor (score rows streamed to
   // it, then evict_select) when the system has one, else by an SFU min_search over the scores.
   std::vector<std::uint64_t> victims;
+  // Per layer (empty: every layer global): a sliding-window layer's window W, 0 for a global
+  // layer. A windowed layer's query sees at most W tokens (the prefill's band, decode's window).
+  std::vector<std::uint64_t> window;
   bool evicts(unsigned layer) const { return !victims.empty() && victims[layer] > 0; }
   std::uint64_t attended(unsigned layer) const {
-    return kept_tokens.empty() ? kv_tokens : kept_tokens[layer];
+    const std::uint64_t n = kept_tokens.empty() ? kv_tokens : kept_tokens[layer];
+    return window.empty() || window[layer] == 0 ? n : std::min<std::uint64_t>(n, window[layer]);
   }
+  // Whether the prefill of a windowed layer has more new tokens than the layer's cache slots
+  // (its band attention reads the context's K and V from a staging buffer: layer_ops).
+  bool banded(unsigned layer) const { return prefill && !window.empty() && window[layer] && rows > window[layer]; }
   std::uint64_t recompute_rows(unsigned layer) const { return x_rows.empty() ? 0 : x_rows[layer]; }
   std::uint64_t attended_x(unsigned layer) const { return x_attended.empty() ? 0 : x_attended[layer]; }
 };

@@ -34,7 +34,7 @@ std::uint64_t memory_plan::kv_chip_tokens(std::uint64_t left, std::uint64_t toke
 
 memory_plan::layer_weights memory_plan::layer_layout(const model_shape& m, std::uint64_t base, std::uint64_t& end) {
   const std::uint64_t c = m.hidden, q = std::uint64_t(m.heads) * m.head_dim, kv = std::uint64_t(m.kv_heads) * m.head_dim;
-  const bool gated = m.ffn_type == ffn_kind::gated_silu;
+  const bool gated = m.gated_ffn();
   layer_weights w;
   std::uint64_t d = base;
   w.q = d, d += align(c * q);
@@ -113,9 +113,23 @@ memory_plan::sizes memory_plan::size(const model_shape& m, unsigned batch, std::
   z.kv_half = max_tokens * z.kv_slot;
   const std::uint64_t kvcap = capacity(z.kv_mem) - used[z.kv_mem];
   z.fill = pl.get_choice("kv_placement", "fill", {"first_layers", "fill"}) == "fill";
-  z.kv_on_chip = kv_layers_fitting(m.layers, kvcap, z.kv_half);
+  // Windowed layers take the KV memory first: once W tokens have arrived, every byte of a window
+  // is read by every decode step, while a global layer's slots are sized for the run's last
+  // token and partly empty before it, so a byte of eDRAM saves the most DRAM traffic per step in
+  // a window (docs/firmware.md, "Placement").
+  for (unsigned l = 0; l < m.layers; ++l)
+    if (m.window(l) && m.kv_slots(l, max_tokens) < max_tokens) z.chip_order.push_back(l);
+  for (unsigned l = 0; l < m.layers; ++l)
+    if (!(m.window(l) && m.kv_slots(l, max_tokens) < max_tokens)) z.chip_order.push_back(l);
+  std::uint64_t left = kvcap;
+  for (const unsigned l : z.chip_order) {  // whole layers, each K and V half aligned (take())
+    const std::uint64_t two = 2 * align(z.half_of(m, l, max_tokens));
+    if (two > left) break;
+    left -= two;
+    ++z.kv_on_chip;
+  }
   if (z.fill && z.kv_on_chip < m.layers)  // what capacity is left holds the next layer's first slots
-    z.chip_tokens = kv_chip_tokens(kvcap - z.kv_on_chip * 2 * align(z.kv_half), z.kv_slot, max_tokens);
+    z.chip_tokens = kv_chip_tokens(left, z.kv_slot, m.kv_slots(z.chip_order[z.kv_on_chip], max_tokens));
   return z;
 }
 
@@ -171,7 +185,14 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
   // and energy are those of the modelled part: the run reports by how many bytes it exceeded the
   // capacity (docs/firmware.md, "Placement"). Functional mode carries real data and cannot fold.
   const std::uint64_t base = p.interconnect().base_of(m_dram), dram_end = base + dram->capacity_bytes();
-  const std::uint64_t kv_dram = std::uint64_t(m.layers - m_kv_on_chip) * 2 * align(half);
+  m_kv.resize(m.layers);
+  for (unsigned i = 0; i < m_kv_on_chip; ++i) m_kv[z.chip_order[i]].on_chip = true;
+  m_partial = fill && m_kv_on_chip < m.layers && z.chip_tokens ? z.chip_order[m_kv_on_chip] : m.layers;
+  std::uint64_t kv_dram = 0;
+  for (unsigned l = 0; l < m.layers; ++l) {
+    m_kv[l].slots = m.kv_slots(l, max_tokens);
+    if (!m_kv[l].on_chip) kv_dram += 2 * align(z.half_of(m, l, max_tokens));
+  }
   const bool allow = pl.get_bool("allow_dram_overflow", false,
                                  "let weights and KV exceed the DRAM's capacity (KV addresses folded; timing and energy unchanged)");
   const std::uint64_t need = d - base + kv_dram;
@@ -190,35 +211,34 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
     m_overflow_bytes = need - dram->capacity_bytes();
   }
   std::uint64_t dram_half = 0;  // DRAM-resident K and V halves placed so far
-  auto place_kv_half = [&]() {
+  auto place_kv_half = [&](std::uint64_t bytes) {  // at most `half` (a windowed layer's fewer)
     region r;
     if (fold_slots) {
-      r = place(p, m_dram, fold_base + (dram_half % fold_slots) * align(half), half, false);
+      r = place(p, m_dram, fold_base + (dram_half % fold_slots) * align(half), bytes, false);
       d = std::max(d, std::min(fold_base + fold_slots * align(half), fold_base + (dram_half + 1) * align(half)));
     } else {
-      r = place(p, m_dram, d, half, false);
-      d += align(half);
+      r = place(p, m_dram, d, bytes, false);
+      d += align(bytes);
     }
     ++dram_half;
     return r;
   };
+  for (unsigned i = 0; i < m_kv_on_chip; ++i) {  // the whole layers on chip, in chip order
+    kv_layer& k = m_kv[z.chip_order[i]];
+    k.k = take(kvmem, z.half_of(m, z.chip_order[i], max_tokens));
+    k.v = take(kvmem, z.half_of(m, z.chip_order[i], max_tokens));
+  }
   for (unsigned l = 0; l < m.layers; ++l) {
-    kv_layer k;
-    if (l < m_kv_on_chip) {
-      k.k = take(kvmem, half);
-      k.v = take(kvmem, half);
-    } else {
-      k.k = place_kv_half();
-      k.v = place_kv_half();
-      if (fill && l == m_kv_on_chip) {  // what capacity is left holds this layer's first slots
-        k.chip_tokens = z.chip_tokens;
-        if (k.chip_tokens) {
-          k.k_chip = take(kvmem, k.chip_tokens * token_bytes);
-          k.v_chip = take(kvmem, k.chip_tokens * token_bytes);
-        }
-      }
-    }
-    m_kv.push_back(k);
+    kv_layer& k = m_kv[l];
+    if (k.on_chip) continue;
+    k.k = place_kv_half(z.half_of(m, l, max_tokens));
+    k.v = place_kv_half(z.half_of(m, l, max_tokens));
+  }
+  if (m_partial < m.layers) {  // what capacity is left holds this layer's first slots
+    kv_layer& k = m_kv[m_partial];
+    k.chip_tokens = z.chip_tokens;
+    k.k_chip = take(kvmem, k.chip_tokens * token_bytes);
+    k.v_chip = take(kvmem, k.chip_tokens * token_bytes);
   }
 
   // DRAM spill area for activations: what is left of DRAM.
@@ -301,11 +321,16 @@ std::string memory_plan::describe() const {
   std::ostringstream o;
   o << "weight tile buffers 2 x " << (m_weight_buf[0].bytes >> 10) << " KiB in " << m_weight_buf[0].memory
     << "; KV of " << m_kv_on_chip << " of " << m_kv.size() << " layers on chip";
-  if (!m_kv.empty())
-    o << " (" << (m_kv[0].k.bytes * 2 >> 10) << " KiB per layer" << (m_kv_format.empty() ? "" : ", " + m_kv_format)
-      << ")";
-  if (kv_layers_touching_chip() > m_kv_on_chip)
-    o << " and the first " << m_kv[m_kv_on_chip].chip_tokens << " token slots of layer " << m_kv_on_chip;
+  if (!m_kv.empty()) {
+    std::uint64_t local = 0, global = 0;  // a windowed layer's and a global layer's KV
+    for (const kv_layer& k : m_kv) (k.slots < m_kv_tokens ? local : global) = k.k.bytes * 2;
+    o << " (";
+    if (local) o << (local >> 10) << " KiB per windowed layer, on chip first" << (global ? ", " : "");
+    if (global) o << (global >> 10) << " KiB per " << (local ? "global " : "") << "layer";
+    o << (m_kv_format.empty() ? "" : ", " + m_kv_format) << ")";
+  }
+  if (m_partial < m_kv.size())
+    o << " and the first " << m_kv[m_partial].chip_tokens << " token slots of layer " << m_partial;
   if (kv_stream_bytes()) o << "; KV stream buffers 2 x " << (kv_stream_bytes() >> 10) << " KiB in " << m_kv_stream[0].memory;
   o << "; activation arena " << (arena().bytes >> 10) << " KiB in " << arena().memory;
   if (m_overflow_bytes)

@@ -4,8 +4,10 @@
 //   tile is contiguous; the LM head after the last layer.
 // - Weight staging: two tile buffers (double buffering) that split the weight SRAM (`sram` on
 //   the SRAM baselines: its weight share, `placement.weight_buffer_KiB`).
-// - KV cache: per layer, batch x max_tokens x kv_bytes_per_token_layer (in the KV format). Policy `first_layers`:
-//   the KV memory holds the KV of as many whole layers as fit, layers 0, 1, ... in order; the
+// - KV cache: per layer, batch x slots x kv_bytes_per_token_layer (in the KV format), slots = max_tokens,
+//   or at most W for a sliding-window layer (its slots reused as a ring). Policy `first_layers`:
+//   the KV memory holds the KV of as many whole layers as fit, in chip order (windowed layers
+//   first, then layers 0, 1, ... in order: docs/firmware.md, "Placement"); the
 //   other layers' KV lives in DRAM and the attention reads it from there, or (opt-in,
 //   `placement.kv_stream_KiB`) streams it through two KV stream buffers on the KV memory, as the
 //   weights stream through their tile buffers.
@@ -46,11 +48,18 @@ class memory_plan {
     std::uint64_t tile_buffer = 0;  // each of the two weight tile buffers
     std::uint64_t arena = 0;        // the activation arena
     std::uint64_t stream = 0;       // each of the two KV stream buffers (0: none)
-    std::uint64_t kv_half = 0;      // K (or V) of one layer: batch x kv_tokens slots
+    std::uint64_t kv_half = 0;      // K (or V) of one global layer: batch x kv_tokens slots
     std::uint64_t kv_slot = 0;      // one token slot of every sequence, K or V
     bool fill = true;               // placement `fill` (else `first_layers`)
-    unsigned kv_on_chip = 0;        // whole layers whose KV is on chip
+    // The order layers take the KV memory in: the windowed layers (fewest slots) first, then the
+    // others, each kind by index (the identity when no layer is windowed).
+    std::vector<unsigned> chip_order;
+    unsigned kv_on_chip = 0;        // whole layers whose KV is on chip: chip_order's first ones
     std::uint64_t chip_tokens = 0;  // `fill`: the next layer's token slots on chip
+    // K (or V) bytes of layer l (batch x its slots x kv_slot / batch).
+    std::uint64_t half_of(const model_shape& m, unsigned l, std::uint64_t max_tokens) const {
+      return m.kv_slots(l, max_tokens) * kv_slot;
+    }
     std::uint64_t weight_bytes = 0; // the weights' DRAM layout (layers, LM head, embeddings)
   };
   static sizes size(const model_shape& m, unsigned batch, std::uint64_t kv_tokens, const config_node& placement,
@@ -78,20 +87,35 @@ class memory_plan {
     // slots are in k and v (DRAM).
     std::uint64_t chip_tokens = 0;
     region k_chip, v_chip;
+    std::uint64_t slots = 0;  // token slots per sequence (a windowed layer's ring: at most W)
+    bool on_chip = false;     // the whole layer's K and V are in the KV memory (k, v)
   };
   const kv_layer& kv(unsigned layer) const { return m_kv[layer]; }
   // The two buffers on the KV memory through which the attention reads KV that is in DRAM
   // (placement.kv_stream_KiB; zero bytes: none, the array reads DRAM directly).
   const region& kv_stream_buffer(unsigned i) const { return m_kv_stream[i]; }
   std::uint64_t kv_stream_bytes() const { return m_kv_stream[0].bytes; }
-  // Layers whose whole KV is on chip (the first ones).
+  // How many layers' whole KV is on chip (which: kv_on_chip(l); the first ones unless layers are
+  // windowed).
   unsigned kv_layers_on_chip() const { return m_kv_on_chip; }
-  // Layers with any KV on chip: the whole ones and, with `fill`, the partly placed one.
-  unsigned kv_layers_touching_chip() const {
-    return m_kv_on_chip + (m_kv_on_chip < m_kv.size() && m_kv[m_kv_on_chip].chip_tokens ? 1 : 0);
+  // How many layers have any KV on chip: the whole ones and, with `fill`, the partly placed one.
+  unsigned kv_layers_touching_chip() const { return m_kv_on_chip + (m_partial < m_kv.size() ? 1 : 0); }
+  bool kv_on_chip(unsigned layer) const { return m_kv[layer].on_chip; }
+  // Whether layer `layer` has KV on chip (whole, or its first slots: the partly placed layer).
+  bool kv_touches_chip(unsigned layer) const { return m_kv[layer].on_chip || layer == m_partial; }
+  // The partly placed layer (placement `fill`), or the number of layers when there is none.
+  unsigned kv_partial_layer() const { return m_partial; }
+  // The first KV on chip (chip order's first layer: whole, or its first token slots), K half;
+  // only when kv_layers_touching_chip() > 0.
+  const region& first_chip_kv() const {
+    for (const kv_layer& k : m_kv)
+      if (k.on_chip) return k.k;
+    return m_kv[m_partial < m_kv.size() ? m_partial : 0].k_chip;
   }
-  // Token slots per sequence in each layer's cache (new tokens reuse evicted slots).
+  // Token slots per sequence in the largest layer's cache (new tokens reuse evicted slots).
   std::uint64_t kv_token_slots() const { return m_kv_tokens; }
+  // Token slots per sequence of layer `layer` (a windowed layer's ring: at most its window).
+  std::uint64_t kv_token_slots(unsigned layer) const { return m_kv[layer].slots; }
   // The rules that place the KV cache (also the first-order estimate's, firmware/llm/estimate.h):
   // the whole layers whose K and V halves of `half` bytes each fit `kv_capacity` bytes, and with
   // placement `fill`, the token slots (of `token_bytes` each, K or V) of the next layer that fit
@@ -138,6 +162,7 @@ class memory_plan {
   region m_kv_stream[2];
   std::vector<kv_layer> m_kv;
   unsigned m_kv_on_chip = 0;
+  unsigned m_partial = 0;  // the partly placed layer, or the number of layers
   std::uint64_t m_kv_tokens = 0;
   activation_arena m_act;
   region m_spill;                 // DRAM area for activations that do not fit on chip

@@ -94,12 +94,8 @@ std::uint64_t model_shape::kv_bytes_held(std::uint64_t tokens) const {
 std::string model_shape::not_yet_run() const {
   std::string what;
   auto add = [&](const std::string& s) { what += (what.empty() ? "" : ", ") + s; };
-  if (sliding_window)
-    add("sliding-window attention (sliding_window " + std::to_string(sliding_window) +
-        (global_every ? ", global_every " + std::to_string(global_every) : std::string()) + ")");
   if (latent_kv()) add("latent KV (kv_lora_rank " + std::to_string(kv_lora_rank) + ")");
   if (moe()) add("mixture-of-experts FFN (experts " + std::to_string(experts) + ")");
-  if (ffn_type == ffn_kind::gated_gelu) add("the gated GeLU FFN (ffn_type gated_gelu)");
   return what;
 }
 

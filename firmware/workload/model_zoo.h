@@ -3,13 +3,15 @@
 // in the scenario. Sizes follow from the shape and the KV cache's number format: weights are
 // int8, activations 16-bit, the KV cache in `kv` (policy.kv_format: binary16 unless a run sets it).
 // Shapes may have sliding-window layers, latent KV (multi-head latent attention) and mixture-of-
-// experts FFNs (docs/models/model-zoo.md); the firmware does not run those yet (not_yet_run()).
+// experts FFNs (docs/models/model-zoo.md); the firmware runs windowed layers, not yet the others
+// (not_yet_run()).
 #pragma once
 
 #include "models/compute/kv_format.h"
 #include "platform/config/config.h"
 #include "platform/registry/registry.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -68,6 +70,13 @@ struct model_shape {
   // Tokens a query of layer `layer` sees: the window W, or 0 for a global layer (every token).
   unsigned window(unsigned layer) const {
     return sliding_window && !(global_every && (layer + 1) % global_every == 0) ? sliding_window : 0;
+  }
+
+  // Token slots per sequence layer `layer`'s cache has when a sequence holds at most `tokens`
+  // tokens: a windowed layer's at most W (its slots reused as a ring, token t in slot t mod W).
+  std::uint64_t kv_slots(unsigned layer, std::uint64_t tokens) const {
+    const unsigned w = window(layer);
+    return w ? std::min<std::uint64_t>(tokens, w) : tokens;
   }
 
   // Parameters of one decoder layer's attention matrices (MHA/GQA: W_q, W_k, W_v, W_o; MLA: the

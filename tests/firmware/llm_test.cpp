@@ -3,32 +3,14 @@
 #include <catch2/catch.hpp>
 
 #include "firmware/workload/model_zoo.h"
-#include "tests/support/test_initiator.h"
+#include "tests/support/llm_run.h"
 
 using namespace kelle;
 
 namespace {
 
-// Runs the default system with an llm workload in a child process; returns results.json.
-nlohmann::json llm(std::vector<std::string> overrides) {
-  const std::string out = test::in_child_process([&] {
-    // Larger operand transactions than the system's defaults: same totals, faster runs.
-    // The Kelle accelerator with a full cache and no refresh policy unless a test sets them
-    // (kelle_edram's firmware defaults are AERP and 2DRP).
-    std::vector<std::string> o = {"policy.kv=full", "policy.refresh=none", "system.compute.rsa.chunk_bytes=262144",
-                                  "system.compute.rsa.weight_buffer_bytes=1048576",
-                                  "system.compute.dma.chunk_bytes=1048576", "workload.progress=false"};
-    o.insert(o.end(), overrides.begin(), overrides.end());
-    auto cfg = config::from_string("system: kelle_edram\nworkload: {type: llm}\n", "llm.yaml", o);
-    platform p(cfg);
-    p.run();
-    auto r = p.results();
-    for (const auto& [name, text] : p.work().extra_files()) r["files"][name] = text;
-    return r.dump();
-  });
-  if (out.rfind("error: ", 0) == 0) throw std::runtime_error(out);
-  return nlohmann::json::parse(out);
-}
+// The default system with an llm workload (tests/support/llm_run.h).
+nlohmann::json llm(const std::vector<std::string>& overrides) { return test::llm_run(overrides); }
 
 }  // namespace
 

@@ -87,7 +87,7 @@ TEST_CASE("models: Gemma 3 1B sizes by hand (sliding window, one global layer in
   CHECK(m->kv_bytes_held(8192) == 45088768);
   // Below the window every layer holds every token: 26 x 100 x 1024.
   CHECK(m->kv_bytes_held(100) == 2662400);
-  CHECK_FALSE(m->not_yet_run().empty());
+  CHECK(m->not_yet_run().empty());  // the firmware runs windowed layers and the gated GeLU FFN
 }
 
 TEST_CASE("models: Mistral 7B v0.1 with its sliding window by hand", "[models]") {
@@ -108,7 +108,7 @@ TEST_CASE("models: Mistral 7B v0.1 with its sliding window by hand", "[models]")
   CHECK(m->kv_bytes_held(8192) == 536870912ull);
   CHECK(plain->kv_bytes_held(8192) == 1073741824ull);
   CHECK(plain->not_yet_run().empty());
-  CHECK_FALSE(m->not_yet_run().empty());
+  CHECK(m->not_yet_run().empty());
 }
 
 TEST_CASE("models: DeepSeek-V2-Lite sizes by hand (latent KV, shared and routed experts)", "[models]") {

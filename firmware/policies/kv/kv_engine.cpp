@@ -168,22 +168,28 @@ void kv_engine::prefill_layer(unsigned s, unsigned li, u64 T) {
   grow(ls, T);
   ls.rep = {};
   const u64 q0 = m_p.prefill_queries && m_p.prefill_queries < T ? T - m_p.prefill_queries : 0;
+  // A windowed layer: query q sees the keys (q - W, q]; the cache holds the last W tokens (the
+  // earlier ones are gone whatever the policy); the policy chooses among those.
+  const u64 w = m_model.window(l), lo = w && T > w ? T - w : 0;
   std::vector<u32> keys(T);
   for (u64 k = 0; k < T; ++k) keys[k] = static_cast<u32>(k);
   std::vector<double> imp(T);
   std::vector<u32> order;
   for (std::size_t hi = 0; hi < m_heads.size(); ++hi) {
     std::fill(imp.begin(), imp.end(), 0.0);
-    for (u64 q = q0; q < T; ++q) attend(s, l, m_heads[hi], q, keys.data(), q + 1, imp.data());
+    for (u64 q = q0; q < T; ++q) {
+      const u64 k0 = w && q + 1 > w ? q + 1 - w : 0;
+      attend(s, l, m_heads[hi], q, keys.data() + k0, q + 1 - k0, imp.data() + k0);
+    }
     head_state& hs = ls.heads[hi];
     hs.pos.clear();
     hs.score.clear();
-    if (m_p.kv_budget == 0 || T <= m_p.kv_budget) {
-      hs.pos = keys;
-      hs.score = imp;
+    if (m_p.kv_budget == 0 || T - lo <= m_p.kv_budget) {
+      hs.pos.assign(keys.begin() + static_cast<std::ptrdiff_t>(lo), keys.end());
+      hs.score.assign(imp.begin() + static_cast<std::ptrdiff_t>(lo), imp.end());
     } else {
       order.clear();
-      for (u64 k = 0; k < T; ++k) {
+      for (u64 k = lo; k < T; ++k) {
         if (is_protected(k, T)) {
           hs.pos.push_back(static_cast<u32>(k));
           hs.score.push_back(imp[k]);
@@ -204,7 +210,7 @@ void kv_engine::prefill_layer(unsigned s, unsigned li, u64 T) {
       }
     }
     for (u32 p : hs.pos) ++ls.count[p];
-    ls.rep.evicted_pairs += double(T - hs.pos.size()) * m_head_scale;
+    ls.rep.evicted_pairs += double(T - lo - hs.pos.size()) * m_head_scale;  // the window's not counted
   }
   // Context tokens outside the protected zone are decided after the heads' top-N' choice.
   const bool full = m_p.kv_budget && T >= m_p.kv_budget;
@@ -219,10 +225,27 @@ void kv_engine::decode_layer(unsigned s, unsigned li, u32 p) {
   grow(ls, u64(p) + 1);
   ls.rep = {};
   bool full = true;
+  // A windowed layer: the token leaving the window is gone, whatever the policy; its slot takes
+  // the new token (token t in slot t mod W). The policy evicts only when its budget is below
+  // what the window still holds.
+  const u64 w = m_model.window(m_layers[li]);
   for (std::size_t hi = 0; hi < m_heads.size(); ++hi) {
     head_state& hs = ls.heads[hi];
     std::size_t slot = hs.pos.size();
-    if (m_p.kv_budget && hs.pos.size() >= m_p.kv_budget) {
+    if (w && p >= w) {
+      const u32 gone = static_cast<u32>(p - w);
+      for (std::size_t i = 0; i < hs.pos.size() && slot == hs.pos.size(); ++i)
+        if (hs.pos[i] == gone) slot = i;
+    }
+    if (slot < hs.pos.size()) {  // the window's expiry, no victim chosen
+      const u32 old = hs.pos[slot];
+      if (--ls.count[old] == 0 && ls.x[old]) {
+        ls.x[old] = 0;
+        --ls.x_tokens;
+        ls.rep.x_freed += 1;
+      }
+      if (!m_p.kv_budget || hs.pos.size() < m_p.kv_budget) full = false;
+    } else if (m_p.kv_budget && hs.pos.size() >= m_p.kv_budget) {
       slot = victim(hs, p);
       if (slot < hs.pos.size()) {
         const u32 old = hs.pos[slot];

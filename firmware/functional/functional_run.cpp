@@ -37,6 +37,9 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
   const std::string file = weights_file_of(wl);
   if (shape.ffn_type != ffn_kind::gated_silu || shape.norm != norm_kind::rmsnorm)
     wl.fail("model", "functional mode runs Llama-style models (gated SiLU FFN, RMSNorm); " + shape.name + " is not");
+  if (shape.latent_kv())
+    wl.fail("model", "functional mode does not run latent KV yet (" + shape.name + " has kv_lora_rank " +
+                         std::to_string(shape.kv_lora_rank) + "); run it in timing mode");
   if (shape.sliding_window)
     wl.fail("model", "functional mode does not run sliding-window layers yet (" + shape.name + " has sliding_window " +
                          std::to_string(shape.sliding_window) + "); run it in timing mode");

@@ -440,6 +440,9 @@ nlohmann::json first_order_estimate::evaluate(const std::shared_ptr<config>& cfg
   const std::string type = wl.get_string("type", "llm", "workload type");
   if (type != "llm") wl.fail("type", "the estimate models LLM inference (type: llm), got '" + type + "'");
   d.m = runnable_model_from_config(wl);
+  if (d.m.latent_kv())
+    wl.fail("model", "the first-order estimate does not model latent attention yet (" + d.m.name + " has kv_lora_rank " +
+                         std::to_string(d.m.kv_lora_rank) + "); kelle-vp run simulates it");
   d.m.kv = kv_format::from_config(root.child_or_empty("policy"), d.m.head_dim);  // as the run sets it
   const run_lengths len = run_lengths::read(wl);
   d.batch = len.batch;

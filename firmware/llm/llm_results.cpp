@@ -122,7 +122,7 @@ void llm_workload::add_results(nlohmann::json& r) const {
     const kv_layer_report kv = m_policy->total();
     r["kv"] = {{"policy", m_policy->name()},
                {"budget_tokens", m_policy->budget()},
-               {"tokens_kept", kv.kept_pairs / m_model.kv_heads},
+               {"tokens_kept", kv.kept_pairs / m_model.cache_heads()},
                {"tokens_as_x", kv.x_tokens},
                {"kv_bytes_stored", kv.kv_bytes},
                {"x_bytes_stored", kv.x_bytes},

@@ -102,7 +102,10 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
       att.fail("file", "the attention trace records " + std::to_string(m_source->max_tokens()) +
                            " tokens per sequence; the run needs context_len + decode_len = " +
                            std::to_string(m_context + m_decode));
-    kv_policy_args pa{pol, m_model, m_batch, m_source.get()};
+    // The policy keeps tokens per cache head: with latent KV the one latent every head shares.
+    model_shape cached = m_model;
+    cached.kv_heads = m_model.cache_heads();
+    kv_policy_args pa{pol, cached, m_batch, m_source.get()};
     pa.deferred_scores = functional_scores;  // the step's scores exist only after its attention
     pa.task_budget = task.kv_budget;
     pa.task_window = task.recent_window;
@@ -496,7 +499,7 @@ void llm_workload::apply_policy(pass_info& p) {
     // AERP: the x tokens' K and V are recomputed by MM_k and MM_v (stacked rows, the whole
     // batch's) and read by the attention from there; per head, the kept pairs not stored as K, V.
     p.x_rows[l] = static_cast<std::uint64_t>(std::llround(r.x_attended));
-    const double x_pairs = std::max(0.0, r.kept_pairs - r.kv_pairs) / m_model.kv_heads / m_batch;
+    const double x_pairs = std::max(0.0, r.kept_pairs - r.kv_pairs) / m_model.cache_heads() / m_batch;
     p.victims[l] = static_cast<std::uint64_t>(std::llround(r.evicted_pairs));
     p.x_attended[l] = std::min<std::uint64_t>(p.kept_tokens[l], static_cast<std::uint64_t>(std::llround(x_pairs)));
     if (m_recompute) m_recompute->record(l, r, p.x_rows[l]);

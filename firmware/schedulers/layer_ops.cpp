@@ -25,6 +25,8 @@ layer_ops::layer_ops(driver& drv, memory_plan& plan, const model_shape& m, platf
     throw config_error("the firmware needs a systolic array as block 'rsa' (system.compute.rsa.model: rsa)");
   for (compute_block* b : p.blocks())
     if (b->victim_select_heads()) m_evictor = &drv.target_of(b->basename());
+  if (m.latent_kv())
+    for (unsigned l = 0; l < m.layers; ++l) m_o_weights.push_back(plan.weights(l).o);
   if (plan.kv_stream_bytes())  // the stream releases every chunk it reads
     for (unsigned i = 0; i < 2; ++i) m_stream_edram = refresh_of(plan.kv_stream_buffer(i), m_stream_local[i]);
 }
@@ -47,13 +49,20 @@ std::uint64_t layer_ops::tile_cols(std::uint64_t buffer, unsigned cols, std::uin
   return std::min(t, n);
 }
 
+std::uint64_t layer_ops::rows_of(std::uint64_t w, std::uint64_t k) const {
+  if (m_o_weights.empty()) return k;
+  const auto it = std::lower_bound(m_o_weights.begin(), m_o_weights.end(), w);
+  return it != m_o_weights.end() && *it == w ? std::uint64_t(m_model.heads) * m_model.v_head_dim : k;
+}
+
 tile_load layer_ops::prefetch(std::uint64_t w, std::uint64_t k, std::uint64_t n) {
+  k = rows_of(w, k);
   return load_tile(w, k * tile_cols(k, n));
 }
 
 ticket layer_ops::project(const tensor& x, std::uint64_t w, std::uint64_t k, std::uint64_t n, const region& y,
                           std::uint64_t rows, tile_load first) {
-  return project_rows(x, w, k, n, y, rows, first, traffic_class::activations, 0, region{});
+  return project_rows(x, w, rows_of(w, k), n, y, rows, first, traffic_class::activations, 0, region{});
 }
 
 ticket layer_ops::project_rows(const tensor& x, std::uint64_t w, std::uint64_t k, std::uint64_t n, const region& y,
@@ -117,7 +126,7 @@ ticket layer_ops::sfu_as(traffic_class kind, opcode op, const tensor& in, std::u
 
 region layer_ops::kv_slot(unsigned layer, bool v, const pass_info& pass) const {
   const memory_plan::kv_layer& kv = m_plan.kv(layer);
-  const std::uint64_t per_token = std::uint64_t(m_model.kv_heads) * m_model.kv_row_bytes();  // in the KV format
+  const std::uint64_t per_token = m_model.kv_bytes_per_token_layer() / 2;  // K or V, in the KV format
   // A new token takes an evicted slot once the cache is full (policies overwrite in place); a
   // windowed layer's token t takes slot t mod W (its slots are a ring).
   const std::uint64_t slot = pass.kv_offset % kv.slots;
@@ -135,7 +144,7 @@ region layer_ops::kv_slot(unsigned layer, bool v, const pass_info& pass) const {
 ticket layer_ops::append_kv(const tensor& xn, unsigned layer, bool v, const pass_info& pass, tile_load first) {
   const auto& w = m_plan.weights(layer);
   const region slot = kv_slot(layer, v, pass);
-  const std::uint64_t kv = std::uint64_t(m_model.kv_heads) * m_model.head_dim, rows = std::uint64_t(pass.batch) * pass.rows;
+  const std::uint64_t kv = m_model.kv_half_width(), rows = std::uint64_t(pass.batch) * pass.rows;
   // The prefill computes every token's K and V anyway: nothing to recompute.
   const std::uint64_t S = pass.prefill ? 0 : pass.recompute_rows(layer);
   if (m_stage.layer != layer) copy_new_rows();  // a previous layer's, if its attention did not run
@@ -165,6 +174,7 @@ ticket layer_ops::append_kv(const tensor& xn, unsigned layer, bool v, const pass
     const ticket t = project_rows(xn, v ? w.v : w.k, m_model.hidden, kv, slot, rows, first, traffic_class::kv, 0,
                                   region{});
     m_kv_written += static_cast<double>(slot.bytes);
+    if (v) m_latent_v = t;  // latent KV: the RoPE key is in this half
     return t;
   }
   // AERP: [new rows; recomputed rows] into the staging buffer, weights streamed once.
@@ -188,6 +198,15 @@ ticket layer_ops::append_kv(const tensor& xn, unsigned layer, bool v, const pass
 
 ticket layer_ops::rope_k(unsigned layer, const pass_info& pass, const ticket& k) {
   const std::uint64_t rows = std::uint64_t(pass.batch) * pass.rows;
+  if (m_model.latent_kv()) {
+    // The RoPE key: the last qk_rope_dim elements of each new latent row, which MM_v (W_kv_a's
+    // second half of columns) wrote into the cache's V half.
+    const std::uint64_t dr = m_model.qk_rope_dim, ab = model_shape::act_bytes;
+    tensor in{kv_slot(layer, true, pass), m_latent_v, -1, "k"};
+    in.where.addr += in.where.bytes - std::min(in.where.bytes, rows * dr * ab);
+    in.where.bytes = std::min(in.where.bytes, rows * dr * ab);
+    return sfu_as(traffic_class::kv, opcode::rope, in, rows, dr, in.where);
+  }
   const bool staged = m_stage.layer == layer && m_stage.copy_pending[0];
   // The new rows' and, staged, the recomputed rows' keys (positions from the firmware's tables).
   tensor in{staged ? m_stage.buf[0].where : kv_slot(layer, false, pass), k, -1, "k"};

@@ -48,7 +48,7 @@ class layer_ops final : public scheduler_ops {
   const layer_weights& weights(unsigned layer) const override { return m_plan.weights(layer); }
   layer_dims dims(const pass_info& p) const override {
     return {std::uint64_t(p.batch) * p.rows, m_model.hidden, std::uint64_t(m_model.heads) * m_model.head_dim,
-            std::uint64_t(m_model.kv_heads) * m_model.head_dim};
+            m_model.kv_half_width()};
   }
   opcode norm() const override { return m_model.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm; }
   tensor produce(const std::string& kind, std::uint64_t bytes) override;
@@ -151,12 +151,15 @@ class layer_ops final : public scheduler_ops {
   // arena's `arena_free` bytes, down to one head (a buffer that does not fit is in DRAM).
   std::uint64_t score_heads(const pass_info& pass, unsigned layer, std::uint64_t arena_free) const;
   // Bytes of one score buffer of a group of `heads` KV heads (every sequence, query row and key).
+  // With latent KV the groups are of sequences, each with every head (they share its latents,
+  // read once a group): `heads` counts sequences.
   std::uint64_t score_bytes(const pass_info& pass, unsigned layer, std::uint64_t heads) const {
+    if (m_model.latent_kv()) return heads * m_model.heads * pass.rows * pass.attended(layer) * model_shape::act_bytes;
     return std::uint64_t(pass.batch) * heads * (m_model.heads / m_model.kv_heads) * pass.rows * pass.attended(layer) *
            model_shape::act_bytes;
   }
-  // Bytes of the victims' slot indices of an evicting layer: one 32-bit index per KV head.
-  std::uint64_t victims_bytes(const pass_info& pass) const { return std::uint64_t(pass.batch) * m_model.kv_heads * 4; }
+  // Bytes of the victims' slot indices of an evicting layer: one 32-bit index per cache head.
+  std::uint64_t victims_bytes(const pass_info& pass) const { return std::uint64_t(pass.batch) * m_model.cache_heads() * 4; }
   // Bytes of one of AERP's staging buffers (K or V of the new rows, then the recomputed ones).
   std::uint64_t staging_bytes(const pass_info& pass, unsigned layer) const {
     return (std::uint64_t(pass.batch) * pass.rows + (pass.prefill ? 0 : pass.recompute_rows(layer))) *
@@ -179,6 +182,15 @@ class layer_ops final : public scheduler_ops {
   // (pass_info::banded): in blocks of W query rows, each against the 2W - 1 keys its rows' windows
   // span, from the staging buffer append_kv filled.
   ticket banded_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out);
+  // Latent KV (multi-head latent attention), absorbed: each head's query taken into latent space
+  // (q_nope x W_uk), scores over the cached latents and RoPE keys, softmax, the weighted sum of
+  // the latents, each head's W_uv; the heads share the cache (groups of heads whose scores fit).
+  ticket latent_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out);
+  // With latent KV, W_O's rows are heads x v_head_dim, not the query width a scheduler passes as
+  // its k: the rows of the projection whose weights are at `w` (`k` unless `w` is a layer's W_O).
+  std::uint64_t rows_of(std::uint64_t w, std::uint64_t k) const;
+  std::vector<std::uint64_t> m_o_weights;  // latent KV: every layer's W_O address, ascending
+  ticket m_latent_v;                        // latent KV: the last MM_v (the RoPE key's producer)
   void parts_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out, tensor& s,
                        std::uint64_t h0, std::uint64_t h, const std::vector<kv_part>& parts, bool select);
   // KV streaming: a part in DRAM is read through the two KV stream buffers on the KV memory

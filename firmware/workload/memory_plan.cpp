@@ -33,14 +33,19 @@ std::uint64_t memory_plan::kv_chip_tokens(std::uint64_t left, std::uint64_t toke
 }
 
 memory_plan::layer_weights memory_plan::layer_layout(const model_shape& m, std::uint64_t base, std::uint64_t& end) {
-  const std::uint64_t c = m.hidden, q = std::uint64_t(m.heads) * m.head_dim, kv = std::uint64_t(m.kv_heads) * m.head_dim;
+  const std::uint64_t c = m.hidden, q = std::uint64_t(m.heads) * m.head_dim, kv = m.kv_half_width();
   const bool gated = m.gated_ffn();
   layer_weights w;
   std::uint64_t d = base;
   w.q = d, d += align(c * q);
   w.k = d, d += align(c * kv);
   w.v = d, d += align(c * kv);
-  w.o = d, d += align(q * c);
+  if (m.latent_kv()) {  // W_kv_b; W_o takes the heads' values (v_head_dim each)
+    w.kv_b = d, d += align(std::uint64_t(m.kv_lora_rank) * m.heads * (m.qk_nope_dim + m.v_head_dim));
+    w.o = d, d += align(std::uint64_t(m.heads) * m.v_head_dim * c);
+  } else {
+    w.o = d, d += align(q * c);
+  }
   w.gate = gated ? d : 0, d += gated ? align(c * m.ffn) : 0;
   w.up = d, d += align(c * m.ffn);
   w.down = d, d += align(std::uint64_t(m.ffn) * c);
@@ -109,7 +114,7 @@ memory_plan::sizes memory_plan::size(const model_shape& m, unsigned batch, std::
   used[z.kv_mem] += 2 * align(z.stream);
 
   // KV cache: K (or V) of one token of one sequence is kv_heads rows in the KV format.
-  z.kv_slot = std::uint64_t(batch) * m.kv_heads * m.kv_row_bytes();
+  z.kv_slot = std::uint64_t(batch) * m.kv_bytes_per_token_layer() / 2;
   z.kv_half = max_tokens * z.kv_slot;
   const std::uint64_t kvcap = capacity(z.kv_mem) - used[z.kv_mem];
   z.fill = pl.get_choice("kv_placement", "fill", {"first_layers", "fill"}) == "fill";

@@ -71,6 +71,11 @@ class memory_plan {
 
   struct layer_weights {
     std::uint64_t q, k, v, o, gate, up, down;  // DRAM addresses (gate unused without gating)
+    // Latent KV: W_kv_b, the latent's up-projection, applied absorbed: per head its key half
+    // W_uk (qk_nope_dim x kv_lora_rank, to take a query into latent space) then, after every
+    // head's, its value half W_uv (kv_lora_rank x v_head_dim); k and v are W_kv_a's two halves of
+    // columns. 0 without latent KV.
+    std::uint64_t kv_b = 0;
   };
   // A layer's matrices from DRAM address `base`, back to back, each aligned; `end` gets the
   // address after them.

@@ -94,7 +94,11 @@ std::uint64_t model_shape::kv_bytes_held(std::uint64_t tokens) const {
 std::string model_shape::not_yet_run() const {
   std::string what;
   auto add = [&](const std::string& s) { what += (what.empty() ? "" : ", ") + s; };
-  if (latent_kv()) add("latent KV (kv_lora_rank " + std::to_string(kv_lora_rank) + ")");
+  if (latent_kv() && q_lora_rank)  // DeepSeek-V2-Lite has none
+    add("latent KV with a query bottleneck (q_lora_rank " + std::to_string(q_lora_rank) + ")");
+  if (latent_kv() && sliding_window) add("latent KV with a sliding window (sliding_window " + std::to_string(sliding_window) + ")");
+  if (latent_kv() && (kv_lora_rank + qk_rope_dim) % 2)
+    add("latent KV of an odd width (kv_lora_rank + qk_rope_dim " + std::to_string(kv_lora_rank + qk_rope_dim) + ")");
   if (moe()) add("mixture-of-experts FFN (experts " + std::to_string(experts) + ")");
   return what;
 }

@@ -111,6 +111,15 @@ struct model_shape {
   std::uint64_t kv_bytes_per_token_layer() const {
     return latent_kv() ? kv.row_bytes(kv_lora_rank + qk_rope_dim) : 2ull * kv_heads * kv_row_bytes();
   }
+  // The heads that cache their own tokens: kv_heads, or one for latent KV (the latent is shared
+  // by every head, as one KV head of multi-query attention; KV policies keep tokens per cache head).
+  unsigned cache_heads() const { return latent_kv() ? 1 : kv_heads; }
+  // Elements a projection writes into each of a token's two cache halves in a layer: K (or V) of
+  // every KV head; with latent KV half of the latent and RoPE key (kv_lora_rank + qk_rope_dim,
+  // the down-projection W_kv_a run as two GEMMs of half its columns each, MM_k and MM_v).
+  std::uint64_t kv_half_width() const {
+    return latent_kv() ? (std::uint64_t(kv_lora_rank) + qk_rope_dim) / 2 : std::uint64_t(kv_heads) * head_dim;
+  }
   // KV bytes a sequence of `tokens` tokens holds across every layer (windowed layers hold
   // min(tokens, W) tokens).
   std::uint64_t kv_bytes_held(std::uint64_t tokens) const;

@@ -144,6 +144,10 @@ bool kv_engine::can_store_x() const {
 }
 
 bool kv_engine::bytes_favour_x(std::uint16_t count, double min_saved) const {
+  // Latent KV: a token's cached latent (kv_lora_rank + qk_rope_dim elements, shared by every head)
+  // is smaller than its x (hidden elements) in every model, so storing x never pays; and its K
+  // and V would be the latent's down-projection anyway. AERP keeps latents (docs/policies/aerp.md).
+  if (m_model.latent_kv()) return false;
   const double saved = double(count) * m_head_scale * pair_bytes() - double(m_model.x_bytes_per_token());
   if (min_saved > 0) return saved >= min_saved;
   return !m_p.x_only_if_smaller || saved > 0;

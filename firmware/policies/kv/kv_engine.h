@@ -83,8 +83,9 @@ class kv_engine final : public kv_policy {
               double* acc);
 
   bool bytes_favour_x(std::uint16_t count, double min_saved) const;
-  // K and V of one token in one KV head, in the KV cache's format (with its group scales).
-  double pair_bytes() const { return 2.0 * double(m_model.kv_row_bytes()); }
+  // K and V of one token in one KV head, in the KV cache's format (with its group scales); with
+  // latent KV the token's latent (one cache head).
+  double pair_bytes() const { return double(m_model.kv_bytes_per_token_layer()) / m_model.kv_heads; }
   bool popular(std::uint16_t count) const {
     return double(count) / double(m_heads.size()) > m_p.popularity_threshold;
   }

@@ -39,7 +39,7 @@ TEST_CASE("latent attention: the KV bytes and multiply-adds of a decode step, by
   // DRAM and sequence: the scores read all 1025 latents (576 x 2 B), the weighted sum their first
   // 512 elements (1024 B), the new latent is written (1152 B) and the RoPE of its key in place (64
   // elements read, its table read, written: 3 x 128 B). Batch 1: a layer's latents are 1025 x 1152
-  // B (two halves of 295,200 B, aligned to 4 KiB), so the 4 MiB eDRAM holds 3 layers; batch 16:
+  // B (two halves of 590,400 B, each aligned to 4 KiB), so the 4 MiB eDRAM holds 3 layers; batch 16:
   // none.
   for (unsigned batch : {1u, 16u}) {
     INFO("batch " << batch);

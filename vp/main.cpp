@@ -440,6 +440,14 @@ struct estimate_options {
   bool json = false, csv = false;
 };
 
+// The key paths of a design's overrides (system= selects files and is no key path).
+std::vector<std::string> override_keys(const nlohmann::json& ov) {
+  std::vector<std::string> keys;
+  for (auto it = ov.begin(); it != ov.end(); ++it)
+    if (it.key() != "system") keys.push_back(it.key());
+  return keys;
+}
+
 std::string override_text(const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();
   return v.dump();
@@ -502,7 +510,15 @@ int estimate(const estimate_options& o) {
   kelle::first_order_estimate est;
   if (o.designs.empty()) {
     if (o.csv) throw kelle::config_error("--csv: needs --designs (one row per design)");
-    const auto r = est.evaluate(std::make_shared<kelle::config>(kelle::config::load(o.scenario, o.overrides)));
+    auto cfg = std::make_shared<kelle::config>(kelle::config::load(o.scenario, o.overrides));
+    const auto r = est.evaluate(cfg);
+    std::vector<std::string> sys, keys;
+    for (const std::string& a : o.overrides) {
+      const std::string k = a.substr(0, a.find('='));
+      if (k == "system") sys.push_back(a);
+      else keys.push_back(k);
+    }
+    cfg->check_override_paths(kelle::config::load(o.scenario, sys), keys, "command line -p");
     if (const int err = print(o.json ? r.dump(2) + "\n" : estimate_summary(r))) return stdout_error(err);
     return 0;
   }
@@ -547,6 +563,8 @@ int estimate(const estimate_options& o) {
       p.push_back(it.key() + "=" + override_text(it.value()));
     }
     nlohmann::json r;
+    std::shared_ptr<kelle::config> cfg;
+    const kelle::config* base_cfg = nullptr;
     try {
       // The scenario's files are read once per system a design names (system=NAME selects
       // them); each design is a copy with its overrides.
@@ -560,11 +578,16 @@ int estimate(const estimate_options& o) {
       if (base == bases.end())
         base = bases.emplace(sys, kelle::config::load(o.scenario, sys.empty() ? std::vector<std::string>{}
                                                                               : std::vector<std::string>{sys})).first;
-      r = est.evaluate(std::make_shared<kelle::config>(base->second.with_overrides(rest)));
+      cfg = std::make_shared<kelle::config>(base->second.with_overrides(rest));
+      base_cfg = &base->second;
+      r = est.evaluate(cfg);
     } catch (const kelle::config_error& e) {
       r = {{"error", one_line(e.what())}};
       ++errors;
+      cfg.reset();
     }
+    // A misspelt key is an input error, not a design the rules refuse.
+    if (cfg) cfg->check_override_paths(*base_cfg, override_keys(ov), where + ":" + std::to_string(line_no));
     r["id"] = id;
     ++n;
     if (o.csv) {

@@ -732,6 +732,41 @@ void config::check_all_used() const {
   walker{*this}.walk(m_root, "");
 }
 
+void config::check_override_paths(const config& base, const std::vector<std::string>& paths,
+                                  const std::string& where) const {
+  for (const std::string& p : paths) {
+    if (find(base.m_root, p).IsDefined() || m_used.count(p)) continue;
+    // The first section of the path that is neither in the scenario nor read: a near miss of a
+    // key valid there is the typo.
+    std::string parent;
+    std::size_t from = 0;
+    while (true) {
+      const std::size_t dot = p.find('.', from);
+      const std::string key = p.substr(from, dot == std::string::npos ? std::string::npos : dot - from);
+      const std::string here = join(parent, key);
+      const bool known = find(base.m_root, here).IsDefined() || m_used.count(here) ||
+                         (m_asked.count(parent) && m_asked.at(parent).count(key));
+      if (!known) {
+        std::set<std::string> valid;
+        const YAML::Node n = find(base.m_root, parent);
+        if (n.IsMap())
+          for (const auto& kv : n)
+            if (kv.first.IsScalar()) valid.insert(kv.first.Scalar());
+        if (auto a = m_asked.find(parent); a != m_asked.end()) valid.insert(a->second.begin(), a->second.end());
+        if (auto d = m_declared.find(parent); d != m_declared.end()) valid.insert(d->second.begin(), d->second.end());
+        const near_miss near = nearest(key, valid);
+        if (!near.match.empty() && near.match != key)
+          throw config_error(where + ": unknown key '" + p + "'" + near.note + "; did you mean '" +
+                             join(parent, near.match) + "'?");
+        break;
+      }
+      if (dot == std::string::npos) break;
+      parent = here;
+      from = dot + 1;
+    }
+  }
+}
+
 // ---- config_node ----
 
 std::string config_node::key_path(const std::string& key) const {

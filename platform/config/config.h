@@ -134,6 +134,14 @@ class config {
 
   // Throws a config_error naming the first key that no model read (a typo or a stray key).
   void check_all_used() const;
+  // For a reader that reads part of the scenario (the first-order estimate, which builds no
+  // interconnect and no workload module), after it has read this configuration: throws a
+  // config_error when an override key path is in neither `base` (the scenario before the
+  // overrides) nor what was read here, and a section on its path is a near miss of a valid key
+  // there (a typo the partial reader would otherwise ignore). `where` names the overrides'
+  // source. A new key with no near valid key passes: it may be one the run reads.
+  void check_override_paths(const config& base, const std::vector<std::string>& paths,
+                            const std::string& where) const;
   // Accepts the subtree at `path` without validation when nothing in it was read (a section of
   // the shared technology description that this system has no instance of).
   void accept_unread(const std::string& path);

@@ -128,7 +128,9 @@ import csv, json, sys
 d = sys.argv[1]
 told = [json.load(open(f"{d}/workers/explore_worker-{i}/results.json"))["trials_told"] for i in (0, 1)]
 rows = list(csv.DictReader(open(f"{d}/trials.csv")))
-assert all(t > 0 for t in told), f"each array task tells trials to the shared study: {told}"
+# Both array tasks opened the shared study and reported; how the 24 trials split between them is
+# the scheduler's timing (a task that starts late may find them all told), so only the sum is checked.
+assert all(t >= 0 for t in told), f"each array task reports the trials it told: {told}"
 assert sum(told) >= 24, f"the tasks told {told} trials, expected 24 in all"
 # Then the front's neighbours, estimated by the search itself (polish), join the same study.
 assert len(rows) >= sum(told), f"the tasks told {told}, the study holds {len(rows)}"

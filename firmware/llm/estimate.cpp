@@ -237,10 +237,10 @@ class pass_eval {
     }
   }
 
-  // One decoder layer (the buffers in the order the schedulers produce them). `kv` is where the
+  // One decoder layer `l` (the buffers in the order the schedulers produce them). `kv` is where the
   // new tokens' K and V go, `parts` where the attended tokens are.
-  void layer(std::uint64_t T, std::uint64_t N, int x, int kv, const std::vector<std::pair<int, std::uint64_t>>& parts,
-             bool select) {
+  void layer(unsigned l, std::uint64_t T, std::uint64_t N, int x, int kv,
+             const std::vector<std::pair<int, std::uint64_t>>& parts, bool select) {
     const model_shape& m = m_d.m;
     const std::uint64_t rows = m_d.batch * T, C = m.hidden, Q = std::uint64_t(m.heads) * m.head_dim,
                         KV = std::uint64_t(m.kv_heads) * m.head_dim, F = m.ffn;
@@ -262,6 +262,11 @@ class pass_eval {
     // The FFN.
     const int xn2 = alloc(rows * C * ab);
     sfu(norm, rows, C, x, xn2);
+    if (m.moe_layer(l)) {
+      moe_ffn(rows, xn2, x);
+      m_used = mark;
+      return;
+    }
     const int h = alloc(rows * F * ab);
     const int out = alloc(rows * C * ab);
     if (m.gated_ffn()) {
@@ -277,6 +282,46 @@ class pass_eval {
     project(h, F, C, out, rows);
     sfu(opcode::add, rows, C, x, x, out);
     m_used = mark;
+  }
+
+  // A mixture-of-experts FFN on `rows` rows of xn (in `xn`), added into x: the router, its softmax
+  // and top-k search, the shared experts on every row, and the expected number of distinct routed
+  // experts under uniform routing (model_shape::expected_experts), each streamed once and run on
+  // its share of the rows (rows x k / experts used, rounded up), as layer_ops::moe_ffn issues them.
+  void moe_ffn(std::uint64_t rows, int xn, int x) {
+    const model_shape& m = m_d.m;
+    const std::uint64_t C = m.hidden, E = m.experts, F = m.expert_ffn;
+    const int logits = alloc(rows * E * ab);
+    project(xn, C, E, logits, rows);
+    sfu(opcode::softmax, rows, E, logits, logits);
+    const int chosen = alloc(rows * 4);
+    sfu(opcode::min_search, rows, E, logits, chosen);
+    const double used = m.expected_experts(rows);
+    const std::uint64_t share = static_cast<std::uint64_t>(std::ceil(double(rows) * m.experts_per_token / used - 1e-9));
+    const std::uint64_t most = m.shared_experts ? rows : std::min(rows, share);
+    const int out = alloc(rows * C * ab);
+    const int h = alloc(most * F * ab);
+    const int up = m.gated_ffn() ? alloc(most * F * ab) : none;
+    const int y = alloc(most * C * ab);
+    auto expert = [&](pass_eval& e, std::uint64_t n) {
+      if (m.gated_ffn()) {
+        e.project(xn, C, F, h, n);
+        e.sfu(m.ffn_type == ffn_kind::gated_gelu ? opcode::gelu : opcode::silu, n, F, h, h);
+        e.project(xn, C, F, up, n);
+        e.sfu(opcode::mul, n, F, h, h, up);
+      } else {
+        e.project(xn, C, F, h, n);
+        e.sfu(opcode::gelu, n, F, h, h);
+      }
+      e.project(h, F, C, y, n);
+      e.sfu(opcode::add, n, C, out, out, y);
+    };
+    for (unsigned s = 0; s < m.shared_experts; ++s) expert(*this, rows);
+    ledger one;
+    pass_eval e(m_d, one);
+    expert(e, share);
+    m_l.add(one, used);
+    sfu(opcode::add, rows, C, x, x, out);
   }
 
  private:
@@ -300,17 +345,20 @@ ledger pass(const design& d, std::uint64_t T, std::uint64_t N, std::uint64_t hel
   // The layers, by where their KV is: whole on chip, partly (placement fill), in DRAM.
   const unsigned partial = d.chip_tokens > 0 && d.kv_on_chip < m.layers ? 1 : 0;
   const unsigned in_dram = m.layers - d.kv_on_chip - partial;
-  auto one = [&](double count, int kv_new, std::vector<std::pair<int, std::uint64_t>> parts) {
+  // `count` layers like layer `l` (their KV in the same place).
+  auto one = [&](unsigned l, double count, int kv_new, std::vector<std::pair<int, std::uint64_t>> parts) {
     if (count <= 0) return;
-    ledger l;
-    pass_eval e(d, l);
+    ledger l_;
+    pass_eval e(d, l_);
     e.set_used(top.used());
-    e.layer(T, N, x, kv_new, parts, select);
-    total.add(l, count);
+    e.layer(l, T, N, x, kv_new, parts, select);
+    total.add(l_, count);
   };
   const double kvb = static_cast<double>(m.kv_bytes_per_token_layer()) * d.batch;
   double live_kv = 0;
-  if (m.sliding_window) {  // layer by layer: a windowed layer's tokens and place are its own
+  // Layer by layer when layers differ in more than their KV's place: a windowed layer's tokens and
+  // place are its own; a model's first dense layers and its MoE layers issue other FFNs.
+  if (m.sliding_window || m.moe()) {
     for (unsigned i = 0; i < m.layers; ++i) {
       const unsigned l = d.chip_order[i];
       const std::uint64_t w = m.window(l);
@@ -318,32 +366,33 @@ ledger pass(const design& d, std::uint64_t T, std::uint64_t N, std::uint64_t hel
       const std::uint64_t n = !w ? N : prefill ? (T > w ? std::min(T, 2 * w - 1) : T) : std::min(N, w);
       const std::uint64_t h = w ? std::min<std::uint64_t>(held, w) : held;
       if (i < d.kv_on_chip) {
-        one(1, d.kvmem, {{d.kvmem, n}});
+        one(l, 1, d.kvmem, {{d.kvmem, n}});
         live_kv += kvb * static_cast<double>(h);
       } else if (i == d.kv_on_chip && partial) {
         const std::uint64_t on = std::min(n, d.chip_tokens);
         std::vector<std::pair<int, std::uint64_t>> parts{{d.kvmem, on}};
         if (n > on) parts.push_back({d.dram, n - on});
-        one(1, (prefill ? T : n) <= d.chip_tokens ? d.kvmem : d.dram, parts);
+        one(l, 1, (prefill ? T : n) <= d.chip_tokens ? d.kvmem : d.dram, parts);
         live_kv += kvb * static_cast<double>(std::min(h, d.chip_tokens));
       } else {
-        one(1, d.dram, {{d.dram, n}});
+        one(l, 1, d.dram, {{d.dram, n}});
       }
     }
   } else {
-    one(d.kv_on_chip, d.kvmem, {{d.kvmem, N}});
+    one(0, d.kv_on_chip, d.kvmem, {{d.kvmem, N}});
     live_kv = kvb * (static_cast<double>(d.kv_on_chip) * static_cast<double>(held) +
                      (partial ? static_cast<double>(std::min(held, d.chip_tokens)) : 0.0));
   }
-  if (partial && !m.sliding_window) {
+  const bool by_layer = m.sliding_window || m.moe();
+  if (partial && !by_layer) {
     const std::uint64_t on = std::min(N, d.chip_tokens);
     // New slots go on chip while they are among the first chip_tokens (layer_ops::kv_slot).
     const bool new_on_chip = prefill ? T <= d.chip_tokens : N <= d.chip_tokens;
     std::vector<std::pair<int, std::uint64_t>> parts{{d.kvmem, on}};
     if (N > on) parts.push_back({d.dram, N - on});
-    one(1, new_on_chip ? d.kvmem : d.dram, parts);
+    one(0, 1, new_on_chip ? d.kvmem : d.dram, parts);
   }
-  if (!m.sliding_window) one(in_dram, d.dram, {{d.dram, N}});
+  if (!by_layer) one(0, in_dram, d.dram, {{d.dram, N}});
   // The LM head on the last token of every sequence.
   const int xn = top.alloc(d.batch * C * ab);
   top.sfu(m.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm, d.batch, C, x, xn);

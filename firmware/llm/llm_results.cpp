@@ -1,6 +1,7 @@
 // The llm workload's results: results.json's llm, latency, traffic, lifetime, KV and refresh
 // figures, the report's section, and the per-step and per-layer CSVs.
 #include "firmware/llm/llm_workload.h"
+#include "firmware/workload/expert_routing.h"
 
 #include "firmware/functional/functional_run.h"
 #include "firmware/llm/recompute_plan.h"
@@ -206,6 +207,20 @@ void llm_workload::add_results(nlohmann::json& r) const {
   // First-order estimates beside the simulated phases (docs/firmware.md, "Roofline").
   r["roofline"] = {{"prefill", m_roof_prefill->results()}, {"decode", m_roof_decode->results()}};
   if (!m_task_origins.is_null()) r["llm"]["origins"] = m_task_origins;
+  if (m_routing) {  // which experts the passes streamed, beside uniform routing's expectation
+    const std::uint64_t prefill_tokens = std::uint64_t(m_batch) * m_context;
+    r["llm"]["moe"] = {
+        {"routing", m_routing->describe()},
+        {"experts", m_model.experts},
+        {"experts_per_token", m_model.experts_per_token},
+        {"shared_experts", m_model.shared_experts},
+        {"moe_layers", m_model.layers - m_model.first_dense_layers},
+        {"decode", {{"experts_per_layer", m_ops->experts_per_layer_pass(false)},
+                    {"expected_uniform", m_model.expected_experts(m_batch)}}},
+        {"prefill", {{"experts_per_layer", m_ops->experts_per_layer_pass(true)},
+                     {"expected_uniform", m_skip_prefill ? 0.0 : m_model.expected_experts(prefill_tokens)}}},
+        {"decode_weight_bytes_expected", m_model.decode_weight_bytes(m_batch)}};
+  }
   if (m_fn) m_fn->add_results(r);  // `quality` and `functional`
 }
 

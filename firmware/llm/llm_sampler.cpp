@@ -40,6 +40,7 @@ std::uint64_t llm_workload::layer_signature(const pass_info& p, unsigned l) cons
   h = splitmix64(h ^ p.attended_x(l));
   h = splitmix64(h ^ (p.victims.empty() ? 0 : p.victims[l]));
   const bool slots = p.recompute_rows(l) && m_ops->x_store_in_slots(l, p.recompute_rows(l));
+  h = splitmix64(h ^ (m_model.moe_layer(l) ? 2u : 0u));  // a MoE FFN issues other commands than a dense one
   return splitmix64(h ^ (slots ? 1u : 0u));
 }
 

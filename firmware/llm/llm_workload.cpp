@@ -1,4 +1,5 @@
 #include "firmware/llm/llm_workload.h"
+#include "firmware/workload/expert_routing.h"
 
 #include "firmware/workload/tasks.h"
 
@@ -162,6 +163,13 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   m_roof_decode = std::make_unique<roofline>(a.platform, m_plan->dram());
   m_ops = std::make_unique<layer_ops>(*m_driver, *m_plan, m_model, a.platform, m_stats);
   check_commands(a, kv_tokens);
+  if (m_model.moe()) {  // which experts each pass streams (docs/models/model-zoo.md, "Mixture of experts")
+    m_routing = std::make_unique<expert_routing>(m_model, p.child_or_empty("routing"), a.platform.seed(), m_batch,
+                                                 m_context, m_decode, !m_skip_prefill);
+    m_ops->set_routing(m_routing.get());
+  } else if (p.has("routing")) {
+    p.fail("routing", "the routing of experts is for a mixture-of-experts model; " + m_model.name + " has dense FFNs");
+  }
   m_ops->set_transient_refresh(m_refresh->transient());  // the lifetime rule, if the policy has one
   if (m_policy && m_policy->recomputes())  // AERP: how much to recompute, from the hardware
     m_recompute = std::make_unique<recompute_plan>(*m_policy, m_model, m_batch, *m_plan, *m_ops, a.platform);
@@ -411,6 +419,7 @@ void llm_workload::progress(const char* phase, unsigned step, unsigned steps) {
 void llm_workload::pass(const pass_info& p) {
   const double t0 = sc_core::sc_time_stamp().to_seconds();
   pass_trace trace(p, *m_ops);
+  m_ops->begin_pass(p);
   const std::array<double, traffic_classes> before = dram_by_class();
   const auto mark = m_plan->mark();
   const std::uint64_t rows = std::uint64_t(p.batch) * p.rows, C = m_model.hidden, ab = model_shape::act_bytes;

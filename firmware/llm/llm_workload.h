@@ -125,6 +125,7 @@ class llm_workload : public workload {
   std::unique_ptr<driver> m_driver;
   std::unique_ptr<scheduler> m_scheduler;
   std::unique_ptr<layer_ops> m_ops;
+  std::unique_ptr<class expert_routing> m_routing;  // a mixture-of-experts model's routing
   std::unique_ptr<class functional_run> m_fn;
   // First-order estimates of the prefill and of decode beside the simulated times (roofline.h).
   std::unique_ptr<class roofline> m_roof_prefill, m_roof_decode;  // `mode: functional` (docs/functional.md)

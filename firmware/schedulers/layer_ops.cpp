@@ -27,6 +27,16 @@ layer_ops::layer_ops(driver& drv, memory_plan& plan, const model_shape& m, platf
     if (b->victim_select_heads()) m_evictor = &drv.target_of(b->basename());
   if (m.latent_kv())
     for (unsigned l = 0; l < m.layers; ++l) m_o_weights.push_back(plan.weights(l).o);
+  if (m.moe()) {
+    const char* phase[2] = {"decode", "prefill"};
+    for (int i = 0; i < 2; ++i) {
+      m_moe_experts[i] = &stats.counter(std::string("moe_experts_") + phase[i], "count",
+                                        std::string("distinct routed experts streamed in the ") + phase[i] +
+                                            ", summed over its MoE layer passes");
+      m_moe_layers[i] = &stats.counter(std::string("moe_layers_") + phase[i], "count",
+                                       std::string("MoE layer passes in the ") + phase[i]);
+    }
+  }
   if (plan.kv_stream_bytes())  // the stream releases every chunk it reads
     for (unsigned i = 0; i < 2; ++i) m_stream_edram = refresh_of(plan.kv_stream_buffer(i), m_stream_local[i]);
 }
@@ -275,10 +285,12 @@ void layer_ops::copy_new_rows() {
 
 tile_load layer_ops::prefetch_ffn(unsigned layer) {
   const auto& w = m_plan.weights(layer);
+  if (m_model.moe_layer(layer)) return prefetch(w.router, m_model.hidden, m_model.experts);
   return prefetch(m_model.gated_ffn() ? w.gate : w.up, m_model.hidden, m_model.ffn);
 }
 
 void layer_ops::ffn(tensor& x, unsigned layer, std::uint64_t rows, bool overlap, tile_load first) {
+  if (m_model.moe_layer(layer)) return moe_ffn(x, layer, rows, overlap, first);
   const auto& w = m_plan.weights(layer);
   const std::uint64_t C = m_model.hidden, F = m_model.ffn, ab = model_shape::act_bytes;
   auto step = [&](const ticket& t) {

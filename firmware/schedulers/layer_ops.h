@@ -4,7 +4,8 @@
 // blocks and the activation lifetimes taken care of. A scheduler decides only the order and the
 // overlap (docs/firmware.md); the workload, sampled decode and functional mode use the rest.
 // layer_ops.cpp holds the weights, the SFU, the KV slots and AERP's staging, the FFN and the
-// buffers' lifetimes; layer_attention.cpp the attention and victim selection.
+// buffers' lifetimes; layer_attention.cpp the attention and victim selection; layer_moe.cpp a
+// mixture-of-experts FFN.
 #pragma once
 
 #include "firmware/functional/hooks.h"
@@ -20,6 +21,7 @@ namespace kelle {
 
 class refresh_control;
 class lifetime_rule;
+class expert_routing;
 
 // One activation buffer's life (the timeline draws those of one layer: record_lifetimes()).
 struct lifetime_record {
@@ -109,6 +111,16 @@ class layer_ops final : public scheduler_ops {
   bool chip_slots(unsigned layer) const;
   // The refresh policy's lifetime rule for the activation buffers (null: the array's own interval).
   void set_transient_refresh(lifetime_rule* r) { m_transient = r; }
+  // Mixture of experts: which experts each pass's tokens route to (set for a MoE model).
+  void set_routing(expert_routing* r) { m_routing = r; }
+  // The pass whose layers are issued next (its routing: ffn() of a MoE layer asks for its experts).
+  void begin_pass(const pass_info& pass) { m_pass_index = pass.prefill ? 0 : pass.step; m_pass_prefill = pass.prefill; }
+  // Distinct routed experts streamed per MoE layer pass, on average (decode steps, or the
+  // prefill); 0 when none ran.
+  double experts_per_layer_pass(bool prefill) const {
+    const int i = prefill ? 1 : 0;
+    return m_moe_layers[i] && m_moe_layers[i]->value() > 0 ? m_moe_experts[i]->value() / m_moe_layers[i]->value() : 0.0;
+  }
   // Functional mode: told about every command before it is submitted (nullptr: timing only).
   void set_functional(functional_hooks* f) { m_fn = f; }
   memory_plan& plan() { return m_plan; }
@@ -193,6 +205,17 @@ class layer_ops final : public scheduler_ops {
   ticket m_latent_v;                        // latent KV: the last MM_v (the RoPE key's producer)
   void parts_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out, tensor& s,
                        std::uint64_t h0, std::uint64_t h, const std::vector<kv_part>& parts, bool select);
+  // A mixture-of-experts FFN (ffn() of a MoE layer): the router's logits, softmax and top-k
+  // search on the SFU, then each expert the routing gives (the shared ones on every row, the
+  // routed ones on their tokens) streamed once and run as a dense FFN on its rows, its output
+  // weighted and added into the layer's output; the next expert's first tile loads while the
+  // current one computes (with `overlap`).
+  void moe_ffn(tensor& x, unsigned layer, std::uint64_t rows, bool overlap, tile_load first);
+  expert_routing* m_routing = nullptr;
+  unsigned m_pass_index = 0;
+  bool m_pass_prefill = false;
+  stat* m_moe_experts[2] = {nullptr, nullptr};  // distinct routed experts streamed: decode, prefill
+  stat* m_moe_layers[2] = {nullptr, nullptr};   // MoE layer passes they were counted over
   // KV streaming: a part in DRAM is read through the two KV stream buffers on the KV memory
   // (memory_plan::kv_stream_buffer), in chunks of (sequence, head) pairs x tokens that fit one
   // buffer; the DMA copies chunk i + 1 while the RSA works on chunk i, as the weight tiles stream.

@@ -32,7 +32,8 @@ std::uint64_t memory_plan::kv_chip_tokens(std::uint64_t left, std::uint64_t toke
   return t;
 }
 
-memory_plan::layer_weights memory_plan::layer_layout(const model_shape& m, std::uint64_t base, std::uint64_t& end) {
+memory_plan::layer_weights memory_plan::layer_layout(const model_shape& m, unsigned layer, std::uint64_t base,
+                                                     std::uint64_t& end) {
   const std::uint64_t c = m.hidden, q = std::uint64_t(m.heads) * m.head_dim, kv = m.kv_half_width();
   const bool gated = m.gated_ffn();
   layer_weights w;
@@ -45,6 +46,17 @@ memory_plan::layer_weights memory_plan::layer_layout(const model_shape& m, std::
     w.o = d, d += align(std::uint64_t(m.heads) * m.v_head_dim * c);
   } else {
     w.o = d, d += align(q * c);
+  }
+  if (m.moe_layer(layer)) {  // the router, then the routed experts and the shared ones
+    w.gate = w.up = w.down = 0;
+    w.router = d, d += align(c * m.experts);
+    w.gated_experts = gated;
+    w.experts = d;
+    w.expert_matrix = align(c * m.expert_ffn);
+    w.expert_stride = (gated ? 3 : 2) * w.expert_matrix;
+    d += std::uint64_t(m.experts + m.shared_experts) * w.expert_stride;
+    end = d;
+    return w;
   }
   w.gate = gated ? d : 0, d += gated ? align(c * m.ffn) : 0;
   w.up = d, d += align(c * m.ffn);
@@ -94,7 +106,7 @@ memory_plan::sizes memory_plan::size(const model_shape& m, unsigned batch, std::
 
   // Weights in DRAM.
   std::uint64_t d = 0;
-  for (unsigned l = 0; l < m.layers; ++l) layer_layout(m, d, d);
+  for (unsigned l = 0; l < m.layers; ++l) layer_layout(m, l, d, d);
   d += align(std::uint64_t(m.vocab) * m.hidden);                                     // the LM head
   d += m.tied_embeddings ? 0 : align(std::uint64_t(m.vocab) * m.hidden);             // the embedding table
   z.weight_bytes = d;
@@ -167,7 +179,7 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
 
   // Weights in DRAM.
   std::uint64_t d = p.interconnect().base_of(m_dram);
-  for (unsigned l = 0; l < m.layers; ++l) m_weights.push_back(layer_layout(m, d, d));
+  for (unsigned l = 0; l < m.layers; ++l) m_weights.push_back(layer_layout(m, l, d, d));
   m_lm_head = d, d += align(std::uint64_t(m.vocab) * m.hidden);
   d += m.tied_embeddings ? 0 : align(std::uint64_t(m.vocab) * m.hidden);  // the embedding table
 

@@ -76,10 +76,18 @@ class memory_plan {
     // head's, its value half W_uv (kv_lora_rank x v_head_dim); k and v are W_kv_a's two halves of
     // columns. 0 without latent KV.
     std::uint64_t kv_b = 0;
+    // A mixture-of-experts layer (gate, up and down 0): the router (hidden x experts), then every
+    // expert's gate (if gated), up and down matrices of expert_matrix bytes each (aligned), expert
+    // e's at experts + e x expert_stride: the routed experts 0 .. E-1, then the shared ones.
+    std::uint64_t router = 0, experts = 0, expert_stride = 0, expert_matrix = 0;
+    bool gated_experts = false;
+    std::uint64_t expert_gate(unsigned e) const { return experts + e * expert_stride; }
+    std::uint64_t expert_up(unsigned e) const { return expert_gate(e) + (gated_experts ? expert_matrix : 0); }
+    std::uint64_t expert_down(unsigned e) const { return expert_up(e) + expert_matrix; }
   };
-  // A layer's matrices from DRAM address `base`, back to back, each aligned; `end` gets the
+  // Layer `layer`'s matrices from DRAM address `base`, back to back, each aligned; `end` gets the
   // address after them.
-  static layer_weights layer_layout(const model_shape& m, std::uint64_t base, std::uint64_t& end);
+  static layer_weights layer_layout(const model_shape& m, unsigned layer, std::uint64_t base, std::uint64_t& end);
   const layer_weights& weights(unsigned layer) const { return m_weights[layer]; }
   std::uint64_t lm_head() const { return m_lm_head; }
   const region& weight_buffer(unsigned i) const { return m_weight_buf[i]; }

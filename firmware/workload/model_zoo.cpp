@@ -99,7 +99,6 @@ std::string model_shape::not_yet_run() const {
   if (latent_kv() && sliding_window) add("latent KV with a sliding window (sliding_window " + std::to_string(sliding_window) + ")");
   if (latent_kv() && (kv_lora_rank + qk_rope_dim) % 2)
     add("latent KV of an odd width (kv_lora_rank + qk_rope_dim " + std::to_string(kv_lora_rank + qk_rope_dim) + ")");
-  if (moe()) add("mixture-of-experts FFN (experts " + std::to_string(experts) + ")");
   return what;
 }
 

@@ -3,8 +3,8 @@
 // in the scenario. Sizes follow from the shape and the KV cache's number format: weights are
 // int8, activations 16-bit, the KV cache in `kv` (policy.kv_format: binary16 unless a run sets it).
 // Shapes may have sliding-window layers, latent KV (multi-head latent attention) and mixture-of-
-// experts FFNs (docs/models/model-zoo.md); the firmware runs windowed layers, not yet the others
-// (not_yet_run()).
+// experts FFNs (docs/models/model-zoo.md); the firmware runs them (not_yet_run(): the few
+// combinations it does not).
 #pragma once
 
 #include "models/compute/kv_format.h"
@@ -123,8 +123,8 @@ struct model_shape {
   // KV bytes a sequence of `tokens` tokens holds across every layer (windowed layers hold
   // min(tokens, W) tokens).
   std::uint64_t kv_bytes_held(std::uint64_t tokens) const;
-  // What of this shape the firmware does not run yet ("" when it runs it), e.g. "sliding-window
-  // attention (sliding_window 512), mixture-of-experts FFN (experts 64)".
+  // What of this shape the firmware does not run yet ("" when it runs it), e.g. "latent KV with a
+  // query bottleneck (q_lora_rank 1536)".
   std::string not_yet_run() const;
   // Bytes of the input vector x_n of one token (AERP stores it instead of K and V).
   std::uint64_t x_bytes_per_token() const { return std::uint64_t(hidden) * act_bytes; }

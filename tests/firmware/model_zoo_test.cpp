@@ -225,9 +225,14 @@ TEST_CASE("models: custom windowed, latent and MoE shapes, with errors for bad o
     CHECK_THROWS_WITH(model_from_config(c.root().child("workload")), Catch::Matchers::Contains(msg));
   }
   // A run or the estimate refuses what the firmware does not run yet, naming what.
-  auto run = config::from_string("workload: {model: olmoe-1b-7b}\n", "r.yaml");
+  auto run = config::from_string(
+      "workload:\n  model: {name: bottleneck, layers: 2, hidden: 256, heads: 4, ffn: 512, vocab: 1000, kv_lora_rank: 32,\n"
+      "          qk_rope_dim: 16, qk_nope_dim: 32, v_head_dim: 32, q_lora_rank: 64}\n",
+      "r.yaml");
   CHECK_THROWS_WITH(runnable_model_from_config(run.root().child("workload")),
-                    Catch::Matchers::Contains("workload.model: model olmoe-1b-7b has mixture-of-experts FFN (experts 64)"));
+                    Catch::Matchers::Contains("workload.model: model bottleneck has latent KV with a query bottleneck (q_lora_rank 64)"));
+  auto moe = config::from_string("workload: {model: olmoe-1b-7b}\n", "m.yaml");
+  CHECK(runnable_model_from_config(moe.root().child("workload")).name == "olmoe-1b-7b");
   auto dense = config::from_string("workload: {model: llama2-7b}\n", "d.yaml");
   CHECK(runnable_model_from_config(dense.root().child("workload")).name == "llama2-7b");
 }

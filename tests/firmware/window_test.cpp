@@ -16,21 +16,7 @@ namespace {
 
 nlohmann::json run(const std::vector<std::string>& overrides) { return test::llm_run(overrides); }
 
-// The DRAM's KV bytes of each decode step (steps.csv).
-std::vector<double> decode_kv_bytes(const nlohmann::json& r) {
-  std::istringstream in(r["files"]["steps.csv"].get<std::string>());
-  std::string line;
-  std::getline(in, line);  // header: phase,step,start_s,end_s,latency_s,dram_weight_bytes,dram_kv_bytes,...
-  std::vector<double> kv;
-  while (std::getline(in, line)) {
-    if (line.rfind("decode", 0) != 0) continue;
-    std::istringstream f(line);
-    std::string cell;
-    for (int i = 0; i <= 6; ++i) std::getline(f, cell, ',');
-    kv.push_back(std::stod(cell));
-  }
-  return kv;
-}
+std::vector<double> decode_kv_bytes(const nlohmann::json& r) { return test::decode_column(r, 6); }
 
 }  // namespace
 

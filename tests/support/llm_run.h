@@ -6,6 +6,7 @@
 
 #include "tests/support/test_initiator.h"
 
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -27,6 +28,23 @@ inline nlohmann::json llm_run(const std::vector<std::string>& overrides) {
   });
   if (out.rfind("error: ", 0) == 0) throw std::runtime_error(out);
   return nlohmann::json::parse(out);
+}
+
+// A column of steps.csv over the decode steps (column 5: dram_weight_bytes, 6: dram_kv_bytes; the
+// file has 6 significant digits).
+inline std::vector<double> decode_column(const nlohmann::json& r, int column) {
+  std::istringstream in(r["files"]["steps.csv"].get<std::string>());
+  std::string line;
+  std::getline(in, line);  // header: phase,step,start_s,end_s,latency_s,dram_weight_bytes,dram_kv_bytes,...
+  std::vector<double> v;
+  while (std::getline(in, line)) {
+    if (line.rfind("decode", 0) != 0) continue;
+    std::istringstream f(line);
+    std::string cell;
+    for (int i = 0; i <= column; ++i) std::getline(f, cell, ',');
+    v.push_back(std::stod(cell));
+  }
+  return v;
 }
 
 }  // namespace kelle::test

@@ -40,6 +40,9 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
   if (shape.latent_kv())
     wl.fail("model", "functional mode does not run latent KV yet (" + shape.name + " has kv_lora_rank " +
                          std::to_string(shape.kv_lora_rank) + "); run it in timing mode");
+  if (shape.moe())
+    wl.fail("model", "functional mode does not run mixture-of-experts FFNs yet (" + shape.name + " has experts " +
+                         std::to_string(shape.experts) + "); run it in timing mode");
   if (shape.sliding_window)
     wl.fail("model", "functional mode does not run sliding-window layers yet (" + shape.name + " has sliding_window " +
                          std::to_string(shape.sliding_window) + "); run it in timing mode");

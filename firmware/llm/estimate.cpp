@@ -237,27 +237,72 @@ class pass_eval {
     }
   }
 
+  // Latent attention (absorbed), as layer_ops::latent_attention issues it: each head's query
+  // taken into latent space (q_nope x W_uk), the scores of every head over the latents in groups
+  // of sequences whose two score buffers fit the arena, softmax, the weighted latents (their first
+  // kv_lora_rank elements), each head's W_uv into the attention's output.
+  void latent_attention(std::uint64_t T, std::uint64_t N, int q, int out,
+                        const std::vector<std::pair<int, std::uint64_t>>& parts, bool select) {
+    const model_shape& m = m_d.m;
+    const std::uint64_t B = m_d.batch, H = m.heads, r = m.kv_lora_rank, L = r + m.qk_rope_dim;
+    const std::uint64_t dn = m.qk_nope_dim, dv = m.v_head_dim, rows = B * T;
+    const int ql = alloc(rows * H * L * ab);
+    for (std::uint64_t h = 0; h < H; ++h) project(q, dn, r, ql, rows);
+    const std::uint64_t per_seq = H * T * N * ab;
+    const std::uint64_t free = m_used < m_d.arena ? m_d.arena - m_used : 0;
+    const std::uint64_t sg = layer_ops::score_heads(B, per_seq, free);
+    const int s[2] = {alloc(sg * per_seq), alloc(sg * per_seq)};
+    const int victims = select ? alloc(B * 4) : none;
+    const int ol = alloc(rows * H * r * ab);
+    const std::uint64_t groups = ceil_div(B, sg);
+    for (std::uint64_t j = 0; j < groups; ++j) {
+      const std::uint64_t bs = std::min(sg, B - j * sg);
+      const int sj = s[j % 2];
+      for (const auto& [mem, n] : parts) {
+        open();
+        issue(m_d.rsa, kv_operand(layer_ops::qk_shape(L, bs, H * T, n)), ql, mem, sj, none);
+        close();
+      }
+      sfu(opcode::softmax, bs * H * T, N, sj, sj);
+      if (select && m_d.evictor == none) sfu(opcode::min_search, bs, N, sj, victims);
+      for (const auto& [mem, n] : parts) {
+        open();
+        issue(m_d.rsa, kv_operand(layer_ops::av_shape(r, bs, H * T, n)), sj, mem, ol, none);
+        close();
+      }
+    }
+    for (std::uint64_t h = 0; h < H; ++h) project(ol, r, dv, out, rows);
+  }
+
   // One decoder layer `l` (the buffers in the order the schedulers produce them). `kv` is where the
   // new tokens' K and V go, `parts` where the attended tokens are.
   void layer(unsigned l, std::uint64_t T, std::uint64_t N, int x, int kv,
              const std::vector<std::pair<int, std::uint64_t>>& parts, bool select) {
     const model_shape& m = m_d.m;
     const std::uint64_t rows = m_d.batch * T, C = m.hidden, Q = std::uint64_t(m.heads) * m.head_dim,
-                        KV = std::uint64_t(m.kv_heads) * m.head_dim, F = m.ffn;
+                        KV = m.kv_half_width(), F = m.ffn;
+    // W_O's rows: the heads' values (v_head_dim each with latent KV).
+    const std::uint64_t O = m.latent_kv() ? std::uint64_t(m.heads) * m.v_head_dim : Q;
     const opcode norm = m.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm;
     const std::uint64_t mark = m_used;
     const int xn = alloc(rows * C * ab);
     sfu(norm, rows, C, x, xn);
     project(xn, C, KV, kv, rows, true);  // MM_k, MM_v into the cache slots
     project(xn, C, KV, kv, rows, true);
-    sfu(opcode::rope, rows * m.kv_heads, m.head_dim, kv, kv);
+    if (m.latent_kv())  // the RoPE key: the last qk_rope_dim elements of each new latent
+      sfu(opcode::rope, rows, m.qk_rope_dim, kv, kv);
+    else
+      sfu(opcode::rope, rows * m.kv_heads, m.head_dim, kv, kv);
     const int q = alloc(rows * Q * ab);
     project(xn, C, Q, q, rows);
     sfu(opcode::rope, rows * m.heads, m.head_dim, q, q);
     const int attn = alloc(rows * Q * ab);
-    attention(T, N, q, attn, parts, select);
+    if (m.latent_kv())
+      latent_attention(T, N, q, attn, parts, select);
+    else
+      attention(T, N, q, attn, parts, select);
     const int o = alloc(rows * C * ab);
-    project(attn, Q, C, o, rows);
+    project(attn, O, C, o, rows);
     sfu(opcode::add, rows, C, x, x, o);
     // The FFN.
     const int xn2 = alloc(rows * C * ab);
@@ -489,9 +534,6 @@ nlohmann::json first_order_estimate::evaluate(const std::shared_ptr<config>& cfg
   const std::string type = wl.get_string("type", "llm", "workload type");
   if (type != "llm") wl.fail("type", "the estimate models LLM inference (type: llm), got '" + type + "'");
   d.m = runnable_model_from_config(wl);
-  if (d.m.latent_kv())
-    wl.fail("model", "the first-order estimate does not model latent attention yet (" + d.m.name + " has kv_lora_rank " +
-                         std::to_string(d.m.kv_lora_rank) + "); kelle-vp run simulates it");
   d.m.kv = kv_format::from_config(root.child_or_empty("policy"), d.m.head_dim);  // as the run sets it
   const run_lengths len = run_lengths::read(wl);
   d.batch = len.batch;

@@ -114,13 +114,15 @@ TEST_CASE("moe: a routing trace decides which experts each pass streams", "[moe]
   rmdir(dir);
 }
 
-TEST_CASE("moe: the first-order estimate takes the expected experts, beside the simulated run", "[moe]") {
-  // OLMoE-1B-7B at batch 1 and 16, context 64, 4 steps: the estimate's decode step within 10 % of
-  // the simulated one (its reach on the eDRAM systems, docs/explore.md), and the batch-16 step
-  // costs less than 16 batch-1 steps' weights would (the experts are shared by the batch).
+TEST_CASE("moe: the first-order estimate takes the expected experts (and latent attention), beside the simulated run",
+          "[moe][latent]") {
+  // OLMoE-1B-7B and DeepSeek-V2-Lite (latent attention, shared experts) at batch 1 and 16, context
+  // 64, 4 steps: the estimate's decode step and prefill within 10 % of the simulated ones (its
+  // reach on the eDRAM systems, docs/explore.md).
+  for (const std::string model : {"olmoe-1b-7b", "deepseek-v2-lite"})
   for (unsigned batch : {1u, 16u}) {
-    INFO("batch " << batch);
-    const std::vector<std::string> o = {"workload.model=olmoe-1b-7b", "workload.context_len=64",
+    INFO(model << ", batch " << batch);
+    const std::vector<std::string> o = {"workload.model=" + model, "workload.context_len=64",
                                         "workload.decode_len=4", "workload.batch=" + std::to_string(batch),
                                         "policy.kv=full", "policy.refresh=none"};
     // The system as it is (llm_run's larger transactions keep the totals, not the timing); the
@@ -143,5 +145,6 @@ TEST_CASE("moe: the first-order estimate takes the expected experts, beside the 
     const double s = sim["latency_s"]["decode_per_step"].get<double>();
     const double e = est["latency_s"]["per_decode_step"].get<double>();
     CHECK(e == Approx(s).epsilon(0.10));
+    CHECK(est["latency_s"]["prefill"].get<double>() == Approx(sim["latency_s"]["prefill"].get<double>()).epsilon(0.10));
   }
 }

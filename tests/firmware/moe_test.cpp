@@ -21,7 +21,7 @@ std::vector<double> decode_weight_bytes(const nlohmann::json& r) { return test::
 
 }  // namespace
 
-TEST_CASE("moe: OLMoE-1B-7B's decode step at batch 1 streams 8 of 64 experts a layer, by hand", "[moe]") {
+TEST_CASE("moe: OLMoE-1B-7B's decode step at batch 1 streams 8 of 64 experts a layer, by hand", "[moe][slow]") {
   // A layer: attention 4 x 2048^2 = 16,777,216 B, router 2048 x 64 = 131,072 B, an expert 3 x 2048
   // x 1024 = 6,291,456 B; the LM head 50304 x 2048 = 103,022,592 B. One token routes to 8 distinct
   // experts: 16 x (16,777,216 + 131,072 + 8 x 6,291,456) + 103,022,592 = 1,178,861,568 B, and the
@@ -35,7 +35,7 @@ TEST_CASE("moe: OLMoE-1B-7B's decode step at batch 1 streams 8 of 64 experts a l
   CHECK(r["llm"]["moe"]["routing"].get<std::string>() == "uniform top-8 of 64, seed 1");
 }
 
-TEST_CASE("moe: at batch 16 a step streams the distinct experts its tokens route to, near E(1 - (1 - k/E)^B)", "[moe]") {
+TEST_CASE("moe: at batch 16 a step streams the distinct experts its tokens route to, near E(1 - (1 - k/E)^B)", "[moe][slow]") {
   // Uniform top-8 routing of 16 tokens: 64 x (1 - (56/64)^16) = 56.44 distinct experts a layer
   // expected. Each step streams exactly the experts its routing gives: the dense part (attention,
   // routers, LM head: 6,816,006,144 - 16 x 64 x 6,291,456 = 373,555,200 B), the experts used x
@@ -57,7 +57,7 @@ TEST_CASE("moe: at batch 16 a step streams the distinct experts its tokens route
   CHECK(other["traffic_bytes"]["dram_weights"].get<double>() != total);
 }
 
-TEST_CASE("moe: DeepSeek-V2-Lite (latent KV, a dense first layer, 2 shared experts) at batch 1, by hand", "[moe][latent]") {
+TEST_CASE("moe: DeepSeek-V2-Lite (latent KV, a dense first layer, 2 shared experts) at batch 1, by hand", "[moe][latent][slow]") {
   // Per pass 15,496,642,560 B if every expert were read; a token routes to 6 of 64: 26 MoE layers
   // x 58 experts x 8,650,752 B are not read: 2,451,308,544 B, and the embedding row (2048 B).
   const auto r = test::llm_run({"workload.model=deepseek-v2-lite", "workload.skip_prefill=true",
@@ -68,7 +68,7 @@ TEST_CASE("moe: DeepSeek-V2-Lite (latent KV, a dense first layer, 2 shared exper
   CHECK(r["llm"]["moe"]["moe_layers"].get<unsigned>() == 26);
 }
 
-TEST_CASE("moe: every scheduler streams the same experts; Kelle's overlap is faster than the baseline's", "[moe]") {
+TEST_CASE("moe: every scheduler streams the same experts; Kelle's overlap is faster than the baseline's", "[moe][slow]") {
   std::map<std::string, nlohmann::json> runs;
   for (const char* s : {"kelle", "baseline", "prefetch"})
     runs[s] = test::llm_run({"workload.model=olmoe-1b-7b", std::string("scheduler=") + s, "workload.context_len=32",
@@ -115,7 +115,7 @@ TEST_CASE("moe: a routing trace decides which experts each pass streams", "[moe]
 }
 
 TEST_CASE("moe: the first-order estimate takes the expected experts (and latent attention), beside the simulated run",
-          "[moe][latent]") {
+          "[moe][latent][slow]") {
   // OLMoE-1B-7B and DeepSeek-V2-Lite (latent attention, shared experts) at batch 1 and 16, context
   // 64, 4 steps: the estimate's decode step and prefill within 10 % of the simulated ones (its
   // reach on the eDRAM systems, docs/explore.md).

@@ -1,11 +1,11 @@
 // The llm workload's results: results.json's llm, latency, traffic, lifetime, KV and refresh
 // figures, the report's section, and the per-step and per-layer CSVs.
 #include "firmware/llm/llm_workload.h"
-#include "firmware/workload/expert_routing.h"
 
 #include "firmware/functional/functional_run.h"
 #include "firmware/llm/recompute_plan.h"
 #include "firmware/llm/roofline.h"
+#include "firmware/workload/expert_routing.h"
 #include "models/memory/memory_target.h"
 #include "models/memory/refresh_control.h"
 

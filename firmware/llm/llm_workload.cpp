@@ -1,6 +1,6 @@
 #include "firmware/llm/llm_workload.h"
-#include "firmware/workload/expert_routing.h"
 
+#include "firmware/workload/expert_routing.h"
 #include "firmware/workload/tasks.h"
 
 #include "firmware/functional/functional_run.h"

@@ -40,9 +40,6 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
   if (shape.latent_kv())
     wl.fail("model", "functional mode does not run latent KV yet (" + shape.name + " has kv_lora_rank " +
                          std::to_string(shape.kv_lora_rank) + "); run it in timing mode");
-  if (shape.sliding_window)
-    wl.fail("model", "functional mode does not run sliding-window layers yet (" + shape.name + " has sliding_window " +
-                         std::to_string(shape.sliding_window) + "); run it in timing mode");
   if (shape.head_dim * shape.heads != shape.hidden)
     wl.fail("model", "functional mode needs head_dim x heads = hidden");
   const double params = double(shape.weight_bytes_stored());
@@ -143,7 +140,9 @@ void functional_run::connect(driver& d, memory_plan& plan, layer_ops& ops, kv_po
     throw config_error("functional.x_tokens: 'cache' reads AERP's x tokens from the cache; it needs a policy that "
                        "stores tokens as x (policy.kv: aerp)");
   m_slots.assign(std::size_t(m_shape.layers) * m_batch * m_kvh, head_slots{});
-  for (auto& h : m_slots) h.slot_pos.assign(plan.kv_token_slots(), -1);
+  for (unsigned l = 0; l < m_shape.layers; ++l)  // a windowed layer's ring: at most W slots
+    for (unsigned b = 0; b < m_batch; ++b)
+      for (unsigned kvh = 0; kvh < m_kvh; ++kvh) hs(l, b, kvh).slot_pos.assign(plan.kv_token_slots(l), -1);
   connect_quantised(plan);
   connect_faults(plan);
 }

@@ -68,6 +68,8 @@ class functional_run : public functional_hooks, public fn::memory_port {
               std::uint64_t total) override;
   void context(const command& av, unsigned layer, std::uint64_t h0, std::uint64_t out, std::uint64_t first,
                std::uint64_t total) override;
+  void band(const command& c, unsigned layer, std::uint64_t h0, std::uint64_t q, std::uint64_t r0, std::uint64_t k0,
+            bool av) override;
   void copy_new_rows(unsigned layer, bool v) override;
   // memory_port
   void read(std::uint64_t addr, void* dst, std::uint64_t len) override;
@@ -101,6 +103,9 @@ class functional_run : public functional_hooks, public fn::memory_port {
   struct attn_ctx {
     unsigned layer = 0;
     std::uint64_t h0 = 0;
+    // A banded prefill's block (band()): query tokens [r0, r0 + rows), keys from token k0.
+    bool band = false;
+    std::uint64_t r0 = 0, k0 = 0, rows = 0;
   };
 
   static std::uint64_t align(std::uint64_t v, std::uint64_t a = 4096) { return (v + a - 1) / a * a; }
@@ -135,6 +140,8 @@ class functional_run : public functional_hooks, public fn::memory_port {
   std::uint32_t flip(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem, std::uint64_t a,
                      bool high, double now);
   void update_kept(const pass_info& p);
+  // The softmax of a banded prefill's block (m_attn): its rows' window masks, the probabilities.
+  void band_softmax(fn::desc& d);
   void attach(std::shared_ptr<fn::desc> d);
   // Product p's query (or result) rows, the keys of columns [first, first + n) of its score rows
   // (the head's kept tokens, ascending), and, for a part of score rows `total` long, where the
@@ -238,6 +245,7 @@ class functional_run : public functional_hooks, public fn::memory_port {
   std::uint64_t m_xstore = 0;      // DRAM address of the x store (0: none)
   bool m_x_from_cache = false;     // functional.x_tokens: cache
   std::vector<std::vector<std::pair<unsigned, std::uint32_t>>> m_x;  // per layer: (sequence, position) stacked
+  // AERP's staging buffers, or a banded prefill's (every context token's K and V; no stacked rows).
   struct stage {
     int layer = -1;
     std::uint64_t addr[2] = {0, 0};  // K, V: (new rows, then recomputed rows) x kv_heads x head_dim

@@ -72,6 +72,7 @@ model_shape llama_config::shape() const {
   m.norm = norm_kind::rmsnorm;
   m.vocab = vocab;
   m.tied_embeddings = tied;
+  m.sliding_window = sliding_window, m.global_every = global_every;
   return m;
 }
 
@@ -80,6 +81,7 @@ llama_config config_from_shape(const model_shape& m) {
   c.name = m.name;
   c.dim = m.hidden, c.ffn = m.ffn, c.layers = m.layers, c.heads = m.heads, c.kv_heads = m.kv_heads, c.vocab = m.vocab;
   c.tied = m.tied_embeddings;
+  c.sliding_window = m.sliding_window, c.global_every = m.global_every;
   return c;
 }
 

@@ -39,6 +39,12 @@ struct llama_config {
   float rope_theta = 10000.0f;  // llama2.c run.c and Llama 2's config.json
   float norm_eps = 1e-5f;       // llama2.c run.c's rmsnorm epsilon; Llama 2's rms_norm_eps
   bool tied = false;            // the classifier is the embedding table
+  // Sliding-window layers (model_shape::window): a query of a windowed layer at position p sees
+  // the keys at positions max(0, p - W + 1) .. p; 0: every layer global.
+  unsigned sliding_window = 0, global_every = 0;
+  unsigned window(unsigned layer) const {
+    return sliding_window && !(global_every && (layer + 1) % global_every == 0) ? sliding_window : 0;
+  }
   unsigned head_dim() const { return dim / heads; }
   unsigned kv_dim() const { return kv_heads * head_dim(); }
   model_shape shape() const;

@@ -87,7 +87,7 @@ std::vector<float> reference_model::step(int token, const kept_fn& kept) {
   const std::uint64_t pos = m_pos++;
   std::vector<float> x(d), xn(d), q(std::size_t(c.heads) * hd), att(q.size()), o(d), h(c.ffn), u(c.ffn);
   for (unsigned i = 0; i < d; ++i) x[i] = m_m.embed.at(unsigned(token), i);
-  std::vector<std::uint32_t> all;
+  std::vector<std::uint32_t> all, windowed;
   for (unsigned l = 0; l < c.layers; ++l) {
     const auto& L = m_m.layers[l];
     rmsnorm(x.data(), L.attn_norm, c.norm_eps, d, xn.data());
@@ -101,12 +101,17 @@ std::vector<float> reference_model::step(int token, const kept_fn& kept) {
     for (unsigned hh = 0; hh < c.heads; ++hh) rope(&q[std::size_t(hh) * hd], hd, pos, c.rope_theta);
     for (unsigned hh = 0; hh < c.kv_heads; ++hh) rope(kp + std::size_t(hh) * hd, hd, pos, c.rope_theta);
     const float inv = 1.0f / std::sqrt(float(hd));
+    // A windowed layer's query sees the keys max(0, pos - W + 1) .. pos, whatever is kept.
+    const std::uint64_t W = c.window(l), lo = W && pos + 1 > W ? pos + 1 - W : 0;
     for (unsigned kvh = 0; kvh < c.kv_heads; ++kvh) {
       const std::vector<std::uint32_t>* keys = kept ? kept(l, kvh) : nullptr;
       if (!keys) {
-        all.resize(pos + 1);
-        for (std::uint32_t i = 0; i <= pos; ++i) all[i] = i;
+        all.resize(pos + 1 - lo);
+        for (std::uint64_t i = lo; i <= pos; ++i) all[i - lo] = std::uint32_t(i);
         keys = &all;
+      } else if (lo && !keys->empty() && keys->front() < lo) {
+        windowed.assign(std::lower_bound(keys->begin(), keys->end(), std::uint32_t(lo)), keys->end());
+        keys = &windowed;
       }
       std::vector<float> s(keys->size());
       const bool quantised = m_fmt.grouped() && kept;

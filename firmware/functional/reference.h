@@ -1,7 +1,8 @@
 // The golden model of functional mode: the same Llama-style decoder in plain C++, no platform,
 // no faults, fp32 arithmetic on the same int8-quantised weights (dequantised: q x scale), one
 // token at a time with a full KV cache, or attending only to the tokens a caller says a head
-// keeps (to compare with a KV policy that evicts). docs/functional.md.
+// keeps (to compare with a KV policy that evicts). A sliding-window layer attends only to the
+// last W positions (llama_config::window). docs/functional.md.
 #pragma once
 
 #include "firmware/functional/llama_model.h"

@@ -174,14 +174,15 @@ void engine::sfu(const command& c, const desc* d, writes& w) {
       const float sc = d ? d->scale : 1.0f;
       for (std::uint64_t r = 0; r < M; ++r) {
         const std::uint64_t n = d && !d->valid.empty() ? std::min<std::uint64_t>(K, d->valid.at(r)) : K;
+        const std::uint64_t f = d && !d->first.empty() ? std::min<std::uint64_t>(n, d->first.at(r)) : 0;
         const float* in = &x[r * K];
         float* o = &y[r * K];
         float mx = -std::numeric_limits<float>::infinity();
-        for (std::uint64_t i = 0; i < n; ++i)
+        for (std::uint64_t i = f; i < n; ++i)
           if (!std::isnan(in[i])) mx = std::max(mx, in[i] * sc);
         float sum = 0;
-        for (std::uint64_t i = 0; i < n; ++i) sum += (o[i] = std::isnan(in[i]) || !std::isfinite(mx) ? 0.0f : std::exp(in[i] * sc - mx));
-        for (std::uint64_t i = 0; i < n; ++i) o[i] = sum > 0 ? o[i] / sum : 0.0f;
+        for (std::uint64_t i = f; i < n; ++i) sum += (o[i] = std::isnan(in[i]) || !std::isfinite(mx) ? 0.0f : std::exp(in[i] * sc - mx));
+        for (std::uint64_t i = f; i < n; ++i) o[i] = sum > 0 ? o[i] / sum : 0.0f;
         if (d && d->on_row) d->on_row(r, o, static_cast<std::uint32_t>(n));
       }
       break;

@@ -26,7 +26,13 @@ void functional_run::gemm(const command& g, std::uint64_t w, std::uint64_t col0)
   } else {
     const auto& L = m_q.layers[std::size_t(wi.layer)];
     m = wi.kind == 'q' ? &L.wq : wi.kind == 'k' ? &L.wk : wi.kind == 'v' ? &L.wv : wi.kind == 'o' ? &L.wo
-        : wi.kind == 'g' ? &L.gate : wi.kind == 'u' ? &L.up : &L.down;
+        : wi.kind == 'g' ? &L.gate : wi.kind == 'u' ? &L.up : wi.kind == 'K' ? &L.uk.at(wi.head)
+        : wi.kind == 'U' ? &L.uv.at(wi.head) : &L.down;
+  }
+  if (wi.kind == 'K' || wi.kind == 'U') {  // latent KV's absorbed W_kv_b, one head
+    latent_gemm(*d, g, wi, col0);
+    attach(std::move(d));
+    return;
   }
   const std::uint64_t N = m->out, rows = g.m, S = g.extra, K = g.k;
   // project() writes tile i's columns of the m + extra rows at y + (m + extra) x col0 (tile-major);
@@ -113,6 +119,18 @@ void functional_run::sfu(const command& c, const region& in) {
         const std::uint64_t row = r / m_kvh;
         d->positions.push_back(row < m_stage.rows ? m_pass.kv_offset + row / m_batch : xs[row - m_stage.rows].second);
       }
+    } else if (l >= 0 && m_shape.latent_kv()) {
+      // Latent KV: the RoPE key, the last qk_rope_dim elements of each new token's V half (rows:
+      // token, sequence).
+      d->a.resize(1);
+      for (std::uint32_t r = 0; r < c.m; ++r) {
+        const unsigned b = r % m_batch;
+        const std::uint64_t pos = m_pass.kv_offset + r / m_batch;
+        d->positions.push_back(pos);
+        const std::uint64_t slot = hs(unsigned(l), b, 0).pos_slot.at(std::uint32_t(pos));
+        d->a[0].push_back({r, 0, c.k, kv_addr(unsigned(l), true, slot, b, 0) + (m_hd - c.k) * 2});
+      }
+      d->c = d->a;
     } else if (l >= 0) {  // k: rows (token, sequence, kv head), each in its head's slot
       d->a.resize(1);
       for (std::uint32_t r = 0; r < c.m; ++r) {
@@ -125,9 +143,12 @@ void functional_run::sfu(const command& c, const region& in) {
       d->c = d->a;
     } else {  // q: rows (token, sequence, head)
       for (std::uint32_t r = 0; r < c.m; ++r) d->positions.push_back(m_pass.kv_offset + r / m_heads / m_batch);
+      if (m_shape.latent_kv()) d->rope_from = m_shape.qk_nope_dim;  // only each head's RoPE part
     }
   } else if (c.op == opcode::softmax && m_attn.band) {
     band_softmax(*d);
+  } else if (c.op == opcode::softmax && m_attn.latent) {
+    latent_softmax(c, *d);
   } else if (c.op == opcode::softmax) {
     const unsigned G = m_heads / m_kvh, l = m_attn.layer;
     const std::uint64_t T = m_pass.rows, per = G * T;

@@ -19,9 +19,9 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
     : m_platform(p),
       m_shape(shape),
       m_batch(batch),
-      m_kvh(shape.kv_heads),
+      m_kvh(shape.cache_heads()),
       m_heads(shape.heads),
-      m_hd(shape.head_dim),
+      m_hd(shape.latent_kv() ? unsigned(shape.kv_half_width()) : shape.head_dim),
       m_context(context),
       m_decode(decode),
       m_port("functional_port", [](tlm::tlm_generic_payload&, const sc_core::sc_time&) {}) {
@@ -37,10 +37,7 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
   const std::string file = weights_file_of(wl);
   if (shape.ffn_type != ffn_kind::gated_silu || shape.norm != norm_kind::rmsnorm)
     wl.fail("model", "functional mode runs Llama-style models (gated SiLU FFN, RMSNorm); " + shape.name + " is not");
-  if (shape.latent_kv())
-    wl.fail("model", "functional mode does not run latent KV yet (" + shape.name + " has kv_lora_rank " +
-                         std::to_string(shape.kv_lora_rank) + "); run it in timing mode");
-  if (shape.head_dim * shape.heads != shape.hidden)
+  if (!shape.latent_kv() && shape.head_dim * shape.heads != shape.hidden)
     wl.fail("model", "functional mode needs head_dim x heads = hidden");
   const double params = double(shape.weight_bytes_stored());
   const double limit = f.get_double("max_parameters", 2e8,
@@ -91,6 +88,9 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
   }
 
   configure_faults(f);
+  if (shape.latent_kv() && m_kv_fmt.grouped())
+    root.child_or_empty("policy").fail("kv_format", "functional mode runs latent KV with a 16-bit KV format; " +
+                                                        m_kv_fmt.name() + " is not modelled for the latent rows");
 
   p.interconnect().add_initiator("functional_port");
   m_port.socket.bind(p.interconnect().target_socket);

@@ -243,6 +243,7 @@ ticket layer_ops::latent_attention(const tensor& q, const pass_info& pass, unsig
       set_operand_class(qk, operand_c, traffic_class::activations);
       qk.flags |= m_model.kv.command_bits();
       if (select && m_evictor) qk.flags |= flag_scores_to_evictor;
+      if (m_fn) m_fn->latent(qk, layer, s0, q.where.addr, ql.where.addr, false);
       t1 = m_drv.submit(*m_rsa, qk);
     }
     produced(s, t1);
@@ -263,6 +264,7 @@ ticket layer_ops::latent_attention(const tensor& q, const pass_info& pass, unsig
       set_operand_class(av, operand_b, traffic_class::kv);
       set_operand_class(av, operand_c, traffic_class::activations);
       av.flags |= m_model.kv.command_bits();
+      if (m_fn) m_fn->latent(av, layer, s0, q.where.addr, ol.where.addr, true);
       last = m_drv.submit(*m_rsa, av);
     }
     last_use(s, last);

@@ -35,6 +35,7 @@ tile_load layer_ops::load_tile(std::uint64_t src, std::uint64_t bytes) {
   const unsigned b = m_next_buffer;
   m_next_buffer ^= 1u;
   if (m_buffer_user[b].valid()) m_drv.wait(m_buffer_user[b]);  // the buffer's last reader
+  m_buffer_src[b] = src;
   return tile_load{m_drv.dma(src, m_plan.weight_buffer(b).addr, bytes, traffic_class::weights), b};
 }
 
@@ -70,7 +71,8 @@ ticket layer_ops::project_rows(const tensor& x, std::uint64_t w, std::uint64_t k
                                const region& stacked) {
   const std::uint64_t tn = tile_cols(k, n);
   const std::uint64_t tiles = (n + tn - 1) / tn;
-  tile_load cur = first.valid() ? first : load_tile(w, k * std::min(tn, n));
+  const bool kept = first.valid() && m_buffer_src[first.buffer] == w;  // not overwritten since
+  tile_load cur = kept ? first : load_tile(w, k * std::min(tn, n));
   depend(x, m_rsa->block);
   ticket last;
   for (std::uint64_t i = 0; i < tiles; ++i) {

@@ -242,6 +242,10 @@ class layer_ops final : public scheduler_ops {
   platform_view& m_platform;
   unsigned m_next_buffer = 0;
   std::array<ticket, 2> m_buffer_user;  // the last GEMM that read each tile buffer
+  // The DRAM address of the tile each buffer was last loaded with: a prefetched first tile that a
+  // later load has overwritten (latent KV: the attention's own W_kv_b tiles run between a
+  // scheduler's prefetch of W_O and MM_O) is loaded again.
+  std::array<std::uint64_t, 2> m_buffer_src{{~std::uint64_t(0), ~std::uint64_t(0)}};
   // How an activation buffer's size depends on the pass (placement() recomputes it).
   enum class size_rule : std::uint8_t { fixed, scores_first, scores_second, staging, victims };
   tensor produce(const std::string& kind, std::uint64_t bytes, size_rule rule);

@@ -210,11 +210,15 @@ void engine::sfu(const command& c, const desc* d, writes& w) {
       std::vector<float> table;
       const bool pos = d && !d->positions.empty();
       if (!pos) table = gather(nullptr, 0, c.addr_b, M, K);
+      const std::uint64_t from = d ? std::min<std::uint64_t>(d->rope_from, K) : 0, dim = K - from;
       for (std::uint64_t r = 0; r < M; ++r)
-        for (std::uint64_t i = 0; i < K; i += 2) {
+        for (std::uint64_t i = 0; i < from; ++i) y[r * K + i] = x[r * K + i];
+      for (std::uint64_t r = 0; r < M; ++r)
+        for (std::uint64_t i = from; i + 1 < K; i += 2) {
           float cs, sn;
           if (pos) {
-            const double a = double(d->positions.at(r)) * std::pow(double(d->theta), -double(i) / double(K));
+            const double a =
+                double(d->positions.at(r)) * std::pow(double(d->theta), -double(i - from) / double(dim));
             cs = float(std::cos(a)), sn = float(std::sin(a));
           } else {
             cs = table[r * K + i], sn = table[r * K + i + 1];

@@ -62,8 +62,11 @@ struct desc {
   std::uint64_t gamma = 0;
   float eps = 1e-5f;
   // rope: position of each row, base; without them addr_b holds (cos, sin) per element pair.
+  // Columns before rope_from pass through; the rotation's dimension is k - rope_from (latent KV:
+  // a head's query rotates only its RoPE part).
   std::vector<std::uint64_t> positions;
   float theta = 10000.0f;
+  std::uint32_t rope_from = 0;
 };
 
 class memory_port {

@@ -76,7 +76,7 @@ ticket layer_ops::project_rows(const tensor& x, std::uint64_t w, std::uint64_t k
   const std::uint64_t tn = tile_cols(k, n);
   const std::uint64_t tiles = (n + tn - 1) / tn;
   const bool kept = first.valid() && m_buffer_src[first.buffer] == w;  // not overwritten since
-  if (kept) m_buffer_pending[first.buffer] = false;
+  if (first.valid()) m_buffer_pending[first.buffer] = false;  // consumed (or given up)
   tile_load cur = kept ? first : load_tile(w, k * std::min(tn, n));
   depend(x, m_rsa->block);
   ticket last;

@@ -575,3 +575,43 @@ TEST_CASE("functional: windowed and latent shapes keep timing mode's timing", "[
     CHECK(f["traffic_bytes"] == t["traffic_bytes"]);
   }
 }
+
+TEST_CASE("functional: a softmax masked from both sides (a window), a RoPE of a row's last columns", "[functional]") {
+  byte_memory m;
+  fn::engine e(m);
+  // One row of 5 scores; the window keeps columns [1, 4): the others become 0, the kept ones sum to 1.
+  const float x[5] = {3.0f, 0.5f, -1.0f, 2.0f, 9.0f};
+  for (int i = 0; i < 5; ++i) m.put(0x100 + 2 * i, x[i]);
+  command s;
+  s.op = opcode::softmax;
+  s.m = 1, s.k = 5, s.addr_a = 0x100, s.addr_b = 0x100, s.addr_c = 0x200, s.id = 1;
+  auto d = std::make_shared<fn::desc>();
+  d->valid = {4};
+  d->first = {1};
+  e.attach(1, d);
+  e.run(s);
+  const double z = std::exp(0.5) + std::exp(-1.0) + std::exp(2.0);
+  CHECK(m.get(0x200) == 0.0f);
+  CHECK(m.get(0x208) == 0.0f);
+  for (int i = 1; i < 4; ++i) CHECK(m.get(0x200 + 2 * i) == Approx(std::exp(double(x[i])) / z).epsilon(1e-3));
+  // RoPE from column 2 of a 6-column row at position 3: columns 0 and 1 pass, the pairs (2, 3)
+  // and (4, 5) turn as a 4-dimensional RoPE's pairs 0 and 1 (angles 3 x theta^(-0/4), theta^(-2/4)).
+  const float v[6] = {1.5f, -2.0f, 1.0f, 0.0f, 0.0f, 1.0f};
+  for (int i = 0; i < 6; ++i) m.put(0x300 + 2 * i, v[i]);
+  command r;
+  r.op = opcode::rope;
+  r.m = 1, r.k = 6, r.addr_a = 0x300, r.addr_b = 0x300, r.addr_c = 0x400, r.id = 2;
+  auto rd = std::make_shared<fn::desc>();
+  rd->positions = {3};
+  rd->theta = 10000.0f;
+  rd->rope_from = 2;
+  e.attach(2, rd);
+  e.run(r);
+  CHECK(m.get(0x400) == 1.5f);
+  CHECK(m.get(0x402) == -2.0f);
+  const double a0 = 3.0, a1 = 3.0 * std::pow(10000.0, -0.5);
+  CHECK(m.get(0x404) == Approx(std::cos(a0)).margin(1e-3));
+  CHECK(m.get(0x406) == Approx(std::sin(a0)).margin(1e-3));
+  CHECK(m.get(0x408) == Approx(-std::sin(a1)).margin(1e-3));
+  CHECK(m.get(0x40a) == Approx(std::cos(a1)).margin(1e-3));
+}

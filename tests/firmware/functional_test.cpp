@@ -520,6 +520,16 @@ TEST_CASE("functional: evicting KV policies on sliding-window layers match the r
   }
 }
 
+TEST_CASE("functional: AERP's x tokens on sliding-window layers, recomputed bit for bit", "[functional][window]") {
+  // Multi-head (4 KV heads), budget 12 above the window of 8: the global layer evicts, and tokens
+  // stored as x in every layer are recomputed each step from the x store.
+  const auto r = run({"workload.model.kv_heads=4", "policy.kv=aerp", "policy.kv_budget=12", "policy.sink_tokens=2",
+                      "policy.recent_window=4", "policy.x_only_if_smaller=false", "policy.recompute=all"},
+                     swa_yaml);
+  matches_reference(r);
+  recomputed_bit_for_bit(r);
+}
+
 namespace {
 
 // Latent KV (multi-head latent attention): 2 layers, 4 heads, a latent of 32 and a RoPE key of 8

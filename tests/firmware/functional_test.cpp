@@ -468,7 +468,7 @@ std::vector<std::vector<float>> reference_rows(const nlohmann::json& r, bool win
 }  // namespace
 
 TEST_CASE("functional: sliding-window layers (banded prefill, the ring wrapping) match the reference", "[functional][window]") {
-  for (const char* s : {"kelle", "baseline"}) {
+  for (const char* s : {"kelle", "baseline", "prefetch"}) {
     INFO(s);
     const auto r = run({std::string("scheduler=") + s}, swa_yaml);
     matches_reference(r);

@@ -53,17 +53,26 @@ void functional_run::check_recomputed(unsigned l, const stage& st) {
 }
 
 void functional_run::copy_new_rows(unsigned l, bool v) {
-  // The staged new rows (K after its RoPE) into each head's slot for the token.
+  // The staged new rows (K after its RoPE) into each head's slot for the token (a banded prefill:
+  // the tokens the window keeps).
   if (!staged(l)) throw std::logic_error("functional: a copy of staged rows of layer " + std::to_string(l) + ", not staged");
   auto d = std::make_shared<fn::desc>();
   for (std::uint64_t row = 0; row < m_stage.rows; ++row) {
     const unsigned b = unsigned(row % m_batch);
     const std::uint32_t pos = std::uint32_t(m_pass.kv_offset + row / m_batch);
-    for (unsigned kvh = 0; kvh < m_kvh; ++kvh)
-      d->moves.push_back({staged_row(m_stage, v, row, kvh), kv_addr(l, v, hs(l, b, kvh).pos_slot.at(pos), b, kvh),
-                          std::uint64_t(m_hd) * 2});
+    for (unsigned kvh = 0; kvh < m_kvh; ++kvh) {
+      const auto& slots = hs(l, b, kvh).pos_slot;
+      const auto it = slots.find(pos);
+      if (it == slots.end()) {  // a banded prefill's token before the window: gone
+        if (!m_pass.banded(l)) throw std::logic_error("functional: a new token without a KV slot");
+        continue;
+      }
+      d->moves.push_back({staged_row(m_stage, v, row, kvh), kv_addr(l, v, it->second, b, kvh), std::uint64_t(m_hd) * 2});
+    }
   }
   attach(std::move(d));
+  // A band's staging buffers are dead once copied (V is copied last): the arena reuses their bytes.
+  if (v && m_pass.banded(l)) m_stage = stage{};
 }
 
 }  // namespace kelle

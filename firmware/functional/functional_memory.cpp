@@ -48,7 +48,8 @@ void functional_run::write(std::uint64_t addr, const void* src, std::uint64_t le
     }
 }
 
-void functional_run::write_matrix(std::uint64_t addr, const fn::qmatrix& m, std::uint64_t scales, int layer, char kind) {
+void functional_run::write_matrix(std::uint64_t addr, const fn::qmatrix& m, std::uint64_t scales, int layer, char kind,
+                                  unsigned head) {
   // y = x . W with W = m^T (k = in, n = out), stored tile-major: tile i (columns i tn ..) is a
   // row-major k x n_i block.
   const std::uint64_t k = m.in, n = m.out, tn = m_ops->tile_cols(k, n);
@@ -61,7 +62,7 @@ void functional_run::write_matrix(std::uint64_t addr, const fn::qmatrix& m, std:
   }
   write(addr, img.data(), img.size());
   write(scales, m.scale.data(), n * 4);
-  m_weights[addr] = weight_info{scales, layer, kind};
+  m_weights[addr] = weight_info{scales, layer, kind, head};
 }
 
 void functional_run::load() {
@@ -70,8 +71,11 @@ void functional_run::load() {
   // Constants (scales, norm weights, embedding scales) at the top of DRAM, reserved from the
   // plan's spare DRAM so that activation spills cannot reach them.
   std::uint64_t need = 0;
-  for (const auto& l : m_q.layers)
+  for (const auto& l : m_q.layers) {
     for (const fn::qmatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down}) need += align(m->out * 4, 64);
+    for (const auto* ms : {&l.uk, &l.uv})
+      for (const fn::qmatrix& m : *ms) need += align(m.out * 4, 64);
+  }
   need += 2 * align(std::uint64_t(c.vocab) * 4, 64) + (2 * c.layers + 1) * align(std::uint64_t(c.dim) * 2, 64);
   // AERP: the x store below the constants, one xn row per (layer, sequence, position).
   const std::uint64_t xbytes = m_policy && m_policy->recomputes()
@@ -99,6 +103,17 @@ void functional_run::load() {
     write_matrix(w.k, L.wk, take(L.wk.out * 4), li, 'k');
     write_matrix(w.v, L.wv, take(L.wv.out * 4), li, 'v');
     write_matrix(w.o, L.wo, take(L.wo.out * 4), li, 'o');
+    // Latent KV: W_kv_b as the absorbed attention reads it (memory_plan::layer_layout): every
+    // head's W_uk (qk_nope_dim x kv_lora_rank int8), then every head's W_uv (kv_lora_rank x v_head_dim).
+    std::uint64_t kvb = w.kv_b;
+    for (unsigned h = 0; h < L.uk.size(); ++h) {
+      write_matrix(kvb, L.uk[h], take(L.uk[h].out * 4), li, 'K', h);
+      kvb += std::uint64_t(L.uk[h].in) * L.uk[h].out;
+    }
+    for (unsigned h = 0; h < L.uv.size(); ++h) {
+      write_matrix(kvb, L.uv[h], take(L.uv[h].out * 4), li, 'U', h);
+      kvb += std::uint64_t(L.uv[h].in) * L.uv[h].out;
+    }
     write_matrix(w.gate, L.gate, take(L.gate.out * 4), li, 'g');
     write_matrix(w.up, L.up, take(L.up.out * 4), li, 'u');
     write_matrix(w.down, L.down, take(L.down.out * 4), li, 'd');

@@ -26,7 +26,13 @@ void functional_run::gemm(const command& g, std::uint64_t w, std::uint64_t col0)
   } else {
     const auto& L = m_q.layers[std::size_t(wi.layer)];
     m = wi.kind == 'q' ? &L.wq : wi.kind == 'k' ? &L.wk : wi.kind == 'v' ? &L.wv : wi.kind == 'o' ? &L.wo
-        : wi.kind == 'g' ? &L.gate : wi.kind == 'u' ? &L.up : &L.down;
+        : wi.kind == 'g' ? &L.gate : wi.kind == 'u' ? &L.up : wi.kind == 'K' ? &L.uk.at(wi.head)
+        : wi.kind == 'U' ? &L.uv.at(wi.head) : &L.down;
+  }
+  if (wi.kind == 'K' || wi.kind == 'U') {  // latent KV's absorbed W_kv_b, one head
+    latent_gemm(*d, g, wi, col0);
+    attach(std::move(d));
+    return;
   }
   const std::uint64_t N = m->out, rows = g.m, S = g.extra, K = g.k;
   // project() writes tile i's columns of the m + extra rows at y + (m + extra) x col0 (tile-major);
@@ -35,7 +41,14 @@ void functional_run::gemm(const command& g, std::uint64_t w, std::uint64_t col0)
   d->c.resize(1);
   auto& pcs = d->c[0];
   const bool kv = wi.kind == 'k' || wi.kind == 'v';
-  if (kv && !S) {  // into each head's slot for the token (the KV cache)
+  // A banded prefill (a windowed layer, more context than its window): every context token's K
+  // and V into a staging buffer, row-major, which the band attention reads (layer_ops::append_kv).
+  const bool band = kv && m_pass.banded(unsigned(wi.layer));
+  if (band) {
+    if (m_stage.layer != wi.layer) m_stage = stage{wi.layer, {0, 0}, rows};
+    m_stage.addr[wi.kind == 'v'] = y;
+  }
+  if (kv && !S && !band) {  // into each head's slot for the token (the KV cache)
     const unsigned l = unsigned(wi.layer);
     for (std::uint32_t r = 0; r < rows; ++r) {
       const unsigned b = r % m_batch;
@@ -52,7 +65,7 @@ void functional_run::gemm(const command& g, std::uint64_t w, std::uint64_t col0)
   }
   // The row-major output; with stacked rows (command.extra) they follow the m rows: AERP's MM_k
   // and MM_v write the staging buffer so (new rows, then recomputed rows).
-  if (!kv || S)
+  if (!kv || S || band)
     for (std::uint32_t r = 0; r < rows + S; ++r) pcs.push_back({r, 0, g.n, y + (r * N + col0) * 2});
   if (kv && S) {  // AERP: the stacked rows are the x tokens' stored x
     const unsigned l = unsigned(wi.layer);
@@ -106,6 +119,18 @@ void functional_run::sfu(const command& c, const region& in) {
         const std::uint64_t row = r / m_kvh;
         d->positions.push_back(row < m_stage.rows ? m_pass.kv_offset + row / m_batch : xs[row - m_stage.rows].second);
       }
+    } else if (l >= 0 && m_shape.latent_kv()) {
+      // Latent KV: the RoPE key, the last qk_rope_dim elements of each new token's V half (rows:
+      // token, sequence).
+      d->a.resize(1);
+      for (std::uint32_t r = 0; r < c.m; ++r) {
+        const unsigned b = r % m_batch;
+        const std::uint64_t pos = m_pass.kv_offset + r / m_batch;
+        d->positions.push_back(pos);
+        const std::uint64_t slot = hs(unsigned(l), b, 0).pos_slot.at(std::uint32_t(pos));
+        d->a[0].push_back({r, 0, c.k, kv_addr(unsigned(l), true, slot, b, 0) + (m_hd - c.k) * 2});
+      }
+      d->c = d->a;
     } else if (l >= 0) {  // k: rows (token, sequence, kv head), each in its head's slot
       d->a.resize(1);
       for (std::uint32_t r = 0; r < c.m; ++r) {
@@ -118,7 +143,12 @@ void functional_run::sfu(const command& c, const region& in) {
       d->c = d->a;
     } else {  // q: rows (token, sequence, head)
       for (std::uint32_t r = 0; r < c.m; ++r) d->positions.push_back(m_pass.kv_offset + r / m_heads / m_batch);
+      if (m_shape.latent_kv()) d->rope_from = m_shape.qk_nope_dim;  // only each head's RoPE part
     }
+  } else if (c.op == opcode::softmax && m_attn.band) {
+    band_softmax(*d);
+  } else if (c.op == opcode::softmax && m_attn.latent) {
+    latent_softmax(c, *d);
   } else if (c.op == opcode::softmax) {
     const unsigned G = m_heads / m_kvh, l = m_attn.layer;
     const std::uint64_t T = m_pass.rows, per = G * T;
@@ -180,6 +210,61 @@ void functional_run::attention_maps(const command& c, unsigned l, std::uint64_t 
       for (std::uint32_t r = 0; r < M; ++r)
         score_cols[p].push_back({r, 0, std::uint32_t(N), scores + ((p * M + r) * total + first) * 2});
   }
+}
+
+void functional_run::band(const command& c, unsigned l, std::uint64_t h0, std::uint64_t q, std::uint64_t r0,
+                          std::uint64_t k0, bool av) {
+  // Product p: KV head h0 + p / batch of sequence p mod batch; its rows (query head of the group,
+  // token r0 + r mod rows) in q's (or the result's) [token][sequence][head][head_dim], its keys
+  // the staged K (or V) rows of tokens k0 .. k0 + n - 1. The scores are dense.
+  if (!staged(l) || m_stage.rows != std::uint64_t(m_pass.rows) * m_batch)
+    throw std::logic_error("functional: a band attention of layer " + std::to_string(l) + " without its staged K and V");
+  const unsigned G = m_heads / m_kvh;
+  const std::uint64_t P = c.batch ? c.batch : 1, rows = c.m / G, n = av ? c.k : c.n;
+  m_attn = attn_ctx{l, h0, true, r0, k0, rows};
+  auto d = std::make_shared<fn::desc>();
+  fn::operand_map& qmap = av ? d->c : d->a;
+  qmap.assign(P, {});
+  d->b.assign(P, {});
+  for (std::uint64_t p = 0; p < P; ++p) {
+    const unsigned kvh = unsigned(h0 + p / m_batch), b = unsigned(p % m_batch);
+    for (std::uint32_t r = 0; r < c.m; ++r) {
+      const std::uint64_t t = r0 + r % rows, head = std::uint64_t(kvh) * G + r / rows;
+      qmap[p].push_back({r, 0, m_hd, q + ((t * m_batch + b) * m_heads + head) * m_hd * 2});
+    }
+    for (std::uint32_t j = 0; j < n; ++j)
+      d->b[p].push_back({j, 0, m_hd, staged_row(m_stage, av, (k0 + j) * m_batch + b, kvh)});
+  }
+  attach(std::move(d));
+}
+
+void functional_run::band_softmax(fn::desc& d) {
+  // Row R: product R / (G x rows), the query of token r0 + R mod rows; its keys k0 .. its token,
+  // of which the window keeps the last W.
+  const unsigned G = m_heads / m_kvh, l = m_attn.layer;
+  const std::uint64_t rows = m_attn.rows, per = G * rows, r0 = m_attn.r0, k0 = m_attn.k0, h0 = m_attn.h0;
+  const std::uint64_t W = m_shape.window(l), P = std::uint64_t(m_batch) * m_kvh;
+  d.scale = 1.0f / std::sqrt(float(m_hd));
+  for (std::uint64_t R = 0; R < P * per; ++R) {
+    const std::uint64_t qpos = r0 + R % per % rows;
+    d.valid.push_back(std::uint32_t(qpos + 1 - k0));
+    d.first.push_back(std::uint32_t(qpos + 1 > W + k0 ? qpos + 1 - W - k0 : 0));
+  }
+  d.on_row = [this, l, h0, per, rows, r0, k0, G, W](std::uint64_t R, const float* pr, std::uint32_t n) {
+    const std::uint64_t prod = R / per, r = R % per;
+    const unsigned kvh = unsigned(h0 + prod / m_batch), b = unsigned(prod % m_batch);
+    const unsigned head = kvh * G + unsigned(r / rows);
+    const std::uint64_t qpos = r0 + r % rows, lo = qpos + 1 > W ? qpos + 1 - W : 0;
+    head_slots& h = hs(l, b, kvh);
+    auto* row = m_record_probs ? &m_probs[((std::uint64_t(b) * m_shape.layers + l) * m_heads + head) << 32 | qpos]
+                               : nullptr;
+    if (row) row->clear();
+    if (h.score.size() < qpos + 1) h.score.resize(qpos + 1, 0.0);
+    for (std::uint64_t j = lo - k0; j < n; ++j) {
+      if (row) row->emplace_back(std::uint32_t(k0 + j), pr[j]);
+      h.score[k0 + j] += pr[j];
+    }
+  };
 }
 
 void functional_run::scores(const command& qk, unsigned l, std::uint64_t h0, std::uint64_t q, std::uint64_t first,

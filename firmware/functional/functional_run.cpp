@@ -19,9 +19,9 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
     : m_platform(p),
       m_shape(shape),
       m_batch(batch),
-      m_kvh(shape.kv_heads),
+      m_kvh(shape.cache_heads()),
       m_heads(shape.heads),
-      m_hd(shape.head_dim),
+      m_hd(shape.latent_kv() ? unsigned(shape.kv_half_width()) : shape.head_dim),
       m_context(context),
       m_decode(decode),
       m_port("functional_port", [](tlm::tlm_generic_payload&, const sc_core::sc_time&) {}) {
@@ -37,16 +37,10 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
   const std::string file = weights_file_of(wl);
   if (shape.ffn_type != ffn_kind::gated_silu || shape.norm != norm_kind::rmsnorm)
     wl.fail("model", "functional mode runs Llama-style models (gated SiLU FFN, RMSNorm); " + shape.name + " is not");
-  if (shape.latent_kv())
-    wl.fail("model", "functional mode does not run latent KV yet (" + shape.name + " has kv_lora_rank " +
-                         std::to_string(shape.kv_lora_rank) + "); run it in timing mode");
   if (shape.moe())
     wl.fail("model", "functional mode does not run mixture-of-experts FFNs yet (" + shape.name + " has experts " +
                          std::to_string(shape.experts) + "); run it in timing mode");
-  if (shape.sliding_window)
-    wl.fail("model", "functional mode does not run sliding-window layers yet (" + shape.name + " has sliding_window " +
-                         std::to_string(shape.sliding_window) + "); run it in timing mode");
-  if (shape.head_dim * shape.heads != shape.hidden)
+  if (!shape.latent_kv() && shape.head_dim * shape.heads != shape.hidden)
     wl.fail("model", "functional mode needs head_dim x heads = hidden");
   const double params = double(shape.weight_bytes_stored());
   const double limit = f.get_double("max_parameters", 2e8,
@@ -97,6 +91,9 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
   }
 
   configure_faults(f);
+  if (shape.latent_kv() && m_kv_fmt.grouped())
+    root.child_or_empty("policy").fail("kv_format", "functional mode runs latent KV with a 16-bit KV format; " +
+                                                        m_kv_fmt.name() + " is not modelled for the latent rows");
 
   p.interconnect().add_initiator("functional_port");
   m_port.socket.bind(p.interconnect().target_socket);
@@ -146,7 +143,9 @@ void functional_run::connect(driver& d, memory_plan& plan, layer_ops& ops, kv_po
     throw config_error("functional.x_tokens: 'cache' reads AERP's x tokens from the cache; it needs a policy that "
                        "stores tokens as x (policy.kv: aerp)");
   m_slots.assign(std::size_t(m_shape.layers) * m_batch * m_kvh, head_slots{});
-  for (auto& h : m_slots) h.slot_pos.assign(plan.kv_token_slots(), -1);
+  for (unsigned l = 0; l < m_shape.layers; ++l)  // a windowed layer's ring: at most W slots
+    for (unsigned b = 0; b < m_batch; ++b)
+      for (unsigned kvh = 0; kvh < m_kvh; ++kvh) hs(l, b, kvh).slot_pos.assign(plan.kv_token_slots(l), -1);
   connect_quantised(plan);
   connect_faults(plan);
 }

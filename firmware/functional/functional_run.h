@@ -68,7 +68,10 @@ class functional_run : public functional_hooks, public fn::memory_port {
               std::uint64_t total) override;
   void context(const command& av, unsigned layer, std::uint64_t h0, std::uint64_t out, std::uint64_t first,
                std::uint64_t total) override;
+  void band(const command& c, unsigned layer, std::uint64_t h0, std::uint64_t q, std::uint64_t r0, std::uint64_t k0,
+            bool av) override;
   void copy_new_rows(unsigned layer, bool v) override;
+  void latent(const command& c, unsigned layer, std::uint64_t s0, std::uint64_t q, std::uint64_t ql, bool av) override;
   // memory_port
   void read(std::uint64_t addr, void* dst, std::uint64_t len) override;
   void write(std::uint64_t addr, const void* src, std::uint64_t len) override;
@@ -84,7 +87,8 @@ class functional_run : public functional_hooks, public fn::memory_port {
   struct weight_info {
     std::uint64_t scales;  // DRAM address of the fp32 scales
     int layer;             // -1: LM head
-    char kind;             // q k v o g u d h
+    char kind;             // q k v o g u d h; latent KV: K (W_uk of a head), U (W_uv of a head)
+    unsigned head = 0;     // K, U: the head
   };
   struct head_slots {
     std::vector<std::int64_t> slot_pos;   // slot -> position (-1: free)
@@ -101,6 +105,12 @@ class functional_run : public functional_hooks, public fn::memory_port {
   struct attn_ctx {
     unsigned layer = 0;
     std::uint64_t h0 = 0;
+    // A banded prefill's block (band()): query tokens [r0, r0 + rows), keys from token k0.
+    bool band = false;
+    std::uint64_t r0 = 0, k0 = 0, rows = 0;
+    // Latent KV (latent()): sequences from s0, every head.
+    bool latent = false;
+    std::uint64_t s0 = 0;
   };
 
   static std::uint64_t align(std::uint64_t v, std::uint64_t a = 4096) { return (v + a - 1) / a * a; }
@@ -111,7 +121,8 @@ class functional_run : public functional_hooks, public fn::memory_port {
   void connect_faults(const memory_plan& plan);  // the on-chip KV layers the faults corrupt
   void load();  // writes the model into memory (first pass)
   void debug(tlm::tlm_command cmd, std::uint64_t addr, unsigned char* p, std::uint64_t len);
-  void write_matrix(std::uint64_t addr, const fn::qmatrix& m, std::uint64_t scales_addr, int layer, char kind);
+  void write_matrix(std::uint64_t addr, const fn::qmatrix& m, std::uint64_t scales_addr, int layer, char kind,
+                    unsigned head = 0);
   head_slots& hs(unsigned l, unsigned b, unsigned kvh) { return m_slots[(std::size_t(l) * m_batch + b) * m_kvh + kvh]; }
   const head_slots& hs(unsigned l, unsigned b, unsigned kvh) const {
     return m_slots[(std::size_t(l) * m_batch + b) * m_kvh + kvh];
@@ -135,6 +146,17 @@ class functional_run : public functional_hooks, public fn::memory_port {
   std::uint32_t flip(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem, std::uint64_t a,
                      bool high, double now);
   void update_kept(const pass_info& p);
+  // The softmax of a banded prefill's block (m_attn): its rows' window masks, the probabilities.
+  void band_softmax(fn::desc& d);
+  // The softmax of a latent attention's group of sequences (m_attn): causal masks, probabilities.
+  void latent_softmax(const command& c, fn::desc& d);
+  // Latent KV: the operands of a head's W_uk (q's non-RoPE part into the latent query) or W_uv
+  // (the weighted latent into the head's columns of the attention's output).
+  void latent_gemm(fn::desc& d, const command& g, const weight_info& wi, std::uint64_t col0);
+  // Where the latent attention keeps a head's latent query (or weighted latent) of a row.
+  std::uint64_t latent_row(std::uint64_t base, unsigned head, std::uint64_t row, std::uint64_t width) const {
+    return base + ((std::uint64_t(head) * m_pass.rows * m_batch + row) * width) * 2;
+  }
   void attach(std::shared_ptr<fn::desc> d);
   // Product p's query (or result) rows, the keys of columns [first, first + n) of its score rows
   // (the head's kept tokens, ascending), and, for a part of score rows `total` long, where the
@@ -238,6 +260,7 @@ class functional_run : public functional_hooks, public fn::memory_port {
   std::uint64_t m_xstore = 0;      // DRAM address of the x store (0: none)
   bool m_x_from_cache = false;     // functional.x_tokens: cache
   std::vector<std::vector<std::pair<unsigned, std::uint32_t>>> m_x;  // per layer: (sequence, position) stacked
+  // AERP's staging buffers, or a banded prefill's (every context token's K and V; no stacked rows).
   struct stage {
     int layer = -1;
     std::uint64_t addr[2] = {0, 0};  // K, V: (new rows, then recomputed rows) x kv_heads x head_dim

@@ -27,8 +27,18 @@ class functional_hooks {
                       std::uint64_t total) = 0;
   virtual void context(const command& av, unsigned layer, std::uint64_t h0, std::uint64_t out, std::uint64_t first,
                        std::uint64_t total) = 0;
-  // AERP: the next DMA copies the staged new rows of K (v false) or V of `layer` into their cache
-  // slots.
+  // The prefill's band attention of a windowed layer (layer_ops::banded_attention): q . K^T
+  // (av false) or A . V of KV heads [h0, h0 + batch / sequences), the query rows of tokens
+  // [r0, r0 + rows per head) against the keys of tokens [k0, k0 + n) in the staged K and V.
+  virtual void band(const command& c, unsigned layer, std::uint64_t h0, std::uint64_t q, std::uint64_t r0,
+                    std::uint64_t k0, bool av) = 0;
+  // Latent KV (layer_ops::latent_attention): q . K^T (av false) of sequences [s0, s0 + c.batch),
+  // every head, over the cached latent rows (latent and RoPE key), the queries in latent space at
+  // `ql` beside q's RoPE part at `q`; or A . V, the weighted latents into `ql` (o_latent).
+  virtual void latent(const command& c, unsigned layer, std::uint64_t s0, std::uint64_t q, std::uint64_t ql,
+                      bool av) = 0;
+  // AERP, or a banded prefill: the next DMA copies the staged new rows of K (v false) or V of
+  // `layer` into their cache slots (a banded prefill: the rows of the tokens the ring keeps).
   virtual void copy_new_rows(unsigned layer, bool v) = 0;
 };
 

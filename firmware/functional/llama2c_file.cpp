@@ -103,6 +103,7 @@ llama_weights load_llama2c(const std::string& path, const std::string& bytes) {
 using model_files::bad;
 
 void write_llama2c(const llama_weights& w, const std::string& path) {
+  if (w.cfg.latent()) bad(path, "a llama2.c checkpoint has no latent-KV (MLA) tensors");
   std::ofstream f(path, std::ios::binary);
   if (!f) bad(path, "cannot write the file");
   const llama_config& c = w.cfg;

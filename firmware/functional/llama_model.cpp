@@ -46,6 +46,12 @@ void check_config(const std::string& path, const llama_config& c) {
                   std::to_string(c.ffn) + ", layers " + std::to_string(c.layers) + ", heads " +
                   std::to_string(c.heads) + ", kv_heads " + std::to_string(c.kv_heads) + ", vocab " +
                   std::to_string(c.vocab) + ")");
+  if (c.latent()) {
+    if (!c.qk_rope_dim || !c.qk_nope_dim || !c.v_head_dim || c.qk_rope_dim % 2 || (c.kv_lora_rank + c.qk_rope_dim) % 2)
+      bad(path, "latent KV needs qk_nope_dim and v_head_dim of at least 1 and an even qk_rope_dim and kv_lora_rank + "
+                "qk_rope_dim");
+    return;
+  }
   if (c.dim % c.heads) bad(path, "dim " + std::to_string(c.dim) + " is not a multiple of heads " + std::to_string(c.heads));
   if (c.heads % c.kv_heads)
     bad(path, "heads " + std::to_string(c.heads) + " is not a multiple of kv_heads " + std::to_string(c.kv_heads));
@@ -72,6 +78,8 @@ model_shape llama_config::shape() const {
   m.norm = norm_kind::rmsnorm;
   m.vocab = vocab;
   m.tied_embeddings = tied;
+  m.sliding_window = sliding_window, m.global_every = global_every;
+  m.kv_lora_rank = kv_lora_rank, m.qk_rope_dim = qk_rope_dim, m.qk_nope_dim = qk_nope_dim, m.v_head_dim = v_head_dim;
   return m;
 }
 
@@ -80,6 +88,9 @@ llama_config config_from_shape(const model_shape& m) {
   c.name = m.name;
   c.dim = m.hidden, c.ffn = m.ffn, c.layers = m.layers, c.heads = m.heads, c.kv_heads = m.kv_heads, c.vocab = m.vocab;
   c.tied = m.tied_embeddings;
+  c.sliding_window = m.sliding_window, c.global_every = m.global_every;
+  c.kv_lora_rank = m.kv_lora_rank, c.qk_rope_dim = m.qk_rope_dim, c.qk_nope_dim = m.qk_nope_dim;
+  c.v_head_dim = m.v_head_dim;
   return c;
 }
 
@@ -159,12 +170,16 @@ llama_weights random_weights(const llama_config& c, std::uint64_t seed) {
   const std::uint64_t d = c.dim, f = c.ffn, kv = c.kv_dim();
   w.embed = normal(std::uint64_t(c.vocab) * d, 1.0);
   w.layers.resize(c.layers);
+  const std::uint64_t q = std::uint64_t(c.heads) * c.head_dim(), o = c.latent() ? std::uint64_t(c.heads) * c.v_head_dim : q;
   for (auto& l : w.layers) {
     l.attn_norm = norm(d);
-    l.wq = normal(d * d, 1.0 / std::sqrt(double(d)));
+    l.wq = normal(q * d, 1.0 / std::sqrt(double(d)));
     l.wk = normal(kv * d, 1.0 / std::sqrt(double(d)));
     l.wv = normal(kv * d, 1.0 / std::sqrt(double(d)));
-    l.wo = normal(d * d, 0.5 / std::sqrt(double(d)));
+    if (c.latent())  // W_kv_b: latent -> every head's key (non-RoPE part) and value
+      l.wkv_b = normal(std::uint64_t(c.heads) * (c.qk_nope_dim + c.v_head_dim) * c.kv_lora_rank,
+                       1.0 / std::sqrt(double(c.kv_lora_rank)));
+    l.wo = normal(d * o, 0.5 / std::sqrt(double(o)));
     l.ffn_norm = norm(d);
     l.gate = normal(f * d, 1.0 / std::sqrt(double(d)));
     l.up = normal(f * d, 1.0 / std::sqrt(double(d)));
@@ -198,6 +213,7 @@ quantised_model quantise(const llama_weights& w) {
   const llama_config& c = w.cfg;
   m.cfg = c;
   const unsigned d = c.dim, f = c.ffn, kv = c.kv_dim(), q = c.heads * c.head_dim();
+  const unsigned att = c.latent() ? c.heads * c.v_head_dim : q;  // W_o's input width
   m.embed = quantise(w.embed, c.vocab, d);
   for (const auto& l : w.layers) {
     quantised_model::layer o;
@@ -206,7 +222,18 @@ quantised_model quantise(const llama_weights& w) {
     o.wq = quantise(l.wq, q, d);
     o.wk = quantise(l.wk, kv, d);
     o.wv = quantise(l.wv, kv, d);
-    o.wo = quantise(l.wo, d, q);
+    o.wo = quantise(l.wo, d, att);
+    if (c.latent()) {
+      const unsigned r = c.kv_lora_rank, dn = c.qk_nope_dim, dv = c.v_head_dim;
+      for (unsigned h = 0; h < c.heads; ++h) {
+        const float* b = &l.wkv_b[std::size_t(h) * (dn + dv) * r];
+        std::vector<float> uk(std::size_t(r) * dn);  // W_uk_h^T
+        for (unsigned i = 0; i < dn; ++i)
+          for (unsigned j = 0; j < r; ++j) uk[std::size_t(j) * dn + i] = b[std::size_t(i) * r + j];
+        o.uk.push_back(quantise(uk, r, dn));
+        o.uv.push_back(quantise(std::vector<float>(b + std::size_t(dn) * r, b + std::size_t(dn + dv) * r), dv, r));
+      }
+    }
     o.gate = quantise(l.gate, f, d);
     o.up = quantise(l.up, f, d);
     o.down = quantise(l.down, d, f);

@@ -81,56 +81,123 @@ void reference_model::quantise_kept(unsigned l, unsigned kvh, const std::vector<
   }
 }
 
+void reference_model::latent_attention(unsigned l, std::uint64_t pos, const float* xn, float* att,
+                                       const kept_fn& kept) {
+  // Multi-head latent attention the plain way (DeepSeek-V2, section 2.1.2, before absorption):
+  // each key's latent is expanded by W_kv_b into every head's key (non-RoPE part) and value.
+  const llama_config& c = m_m.cfg;
+  const auto& L = m_m.layers[l];
+  const unsigned H = c.heads, r = c.kv_lora_rank, dr = c.qk_rope_dim, dn = c.qk_nope_dim, dv = c.v_head_dim;
+  const unsigned D = dn + dr, row = r + dr, half = c.kv_dim();
+  std::vector<float> q(std::size_t(H) * D);
+  matvec(L.wq, xn, q.data());
+  for (unsigned h = 0; h < H; ++h) rope(&q[std::size_t(h) * D + dn], dr, pos, c.rope_theta);  // q's RoPE part
+  // The cached row: W_kv_a's output (latent, then the RoPE key, rotated), its two halves.
+  m_k[l].resize((pos + 1) * row);
+  float* lat = &m_k[l][pos * row];
+  matvec(L.wk, xn, lat);
+  matvec(L.wv, xn, lat + half);
+  rope(lat + r, dr, pos, c.rope_theta);
+  const std::vector<std::uint32_t>* keys = kept ? kept(l, 0) : nullptr;  // one cache head
+  std::vector<std::uint32_t> all;
+  if (!keys) {
+    for (std::uint32_t i = 0; i <= pos; ++i) all.push_back(i);
+    keys = &all;
+  }
+  const float inv = 1.0f / std::sqrt(float(D));
+  std::vector<float> s(keys->size()), kn(dn), vals(keys->size() * dv);
+  for (unsigned h = 0; h < H; ++h) {
+    const qmatrix &uk = L.uk[h], &uv = L.uv[h];
+    const float* qh = &q[std::size_t(h) * D];
+    float mx = -std::numeric_limits<float>::infinity();
+    for (std::size_t j = 0; j < keys->size(); ++j) {
+      const float* cj = &m_k[l][std::size_t((*keys)[j]) * row];
+      for (unsigned i = 0; i < dn; ++i) {  // K_nope = W_uk_h c_kv
+        float a = 0;
+        for (unsigned k = 0; k < r; ++k) a += uk.at(k, i) * cj[k];
+        kn[i] = a;
+      }
+      float dot = 0;
+      for (unsigned i = 0; i < dn; ++i) dot += qh[i] * kn[i];
+      for (unsigned i = 0; i < dr; ++i) dot += qh[dn + i] * cj[r + i];
+      s[j] = dot * inv;
+      mx = std::max(mx, s[j]);
+      for (unsigned o = 0; o < dv; ++o) {  // V = W_uv_h c_kv
+        float a = 0;
+        for (unsigned k = 0; k < r; ++k) a += uv.at(o, k) * cj[k];
+        vals[j * dv + o] = a;
+      }
+    }
+    if (m_observer) m_observer(l, h, pos, *keys, s.data());
+    float sum = 0;
+    for (auto& e : s) sum += (e = std::exp(e - mx));
+    float* out = att + std::size_t(h) * dv;
+    std::fill(out, out + dv, 0.0f);
+    for (std::size_t j = 0; j < keys->size(); ++j)
+      for (unsigned o = 0; o < dv; ++o) out[o] += s[j] / sum * vals[j * dv + o];
+  }
+}
+
 std::vector<float> reference_model::step(int token, const kept_fn& kept) {
   const llama_config& c = m_m.cfg;
   const unsigned d = c.dim, hd = c.head_dim(), kvd = c.kv_dim(), G = c.heads / c.kv_heads;
   const std::uint64_t pos = m_pos++;
-  std::vector<float> x(d), xn(d), q(std::size_t(c.heads) * hd), att(q.size()), o(d), h(c.ffn), u(c.ffn);
+  std::vector<float> x(d), xn(d), q(std::size_t(c.heads) * hd), o(d), h(c.ffn), u(c.ffn);
+  std::vector<float> att(std::size_t(c.heads) * (c.latent() ? c.v_head_dim : hd));
   for (unsigned i = 0; i < d; ++i) x[i] = m_m.embed.at(unsigned(token), i);
-  std::vector<std::uint32_t> all;
+  std::vector<std::uint32_t> all, windowed;
   for (unsigned l = 0; l < c.layers; ++l) {
     const auto& L = m_m.layers[l];
     rmsnorm(x.data(), L.attn_norm, c.norm_eps, d, xn.data());
-    matvec(L.wq, xn.data(), q.data());
-    m_k[l].resize((pos + 1) * kvd);
-    m_v[l].resize((pos + 1) * kvd);
-    float* kp = &m_k[l][pos * kvd];
-    float* vp = &m_v[l][pos * kvd];
-    matvec(L.wk, xn.data(), kp);
-    matvec(L.wv, xn.data(), vp);
-    for (unsigned hh = 0; hh < c.heads; ++hh) rope(&q[std::size_t(hh) * hd], hd, pos, c.rope_theta);
-    for (unsigned hh = 0; hh < c.kv_heads; ++hh) rope(kp + std::size_t(hh) * hd, hd, pos, c.rope_theta);
-    const float inv = 1.0f / std::sqrt(float(hd));
-    for (unsigned kvh = 0; kvh < c.kv_heads; ++kvh) {
-      const std::vector<std::uint32_t>* keys = kept ? kept(l, kvh) : nullptr;
-      if (!keys) {
-        all.resize(pos + 1);
-        for (std::uint32_t i = 0; i <= pos; ++i) all[i] = i;
-        keys = &all;
-      }
-      std::vector<float> s(keys->size());
-      const bool quantised = m_fmt.grouped() && kept;
-      if (quantised) quantise_kept(l, kvh, *keys);
-      for (unsigned g = 0; g < G; ++g) {
-        const unsigned hh = kvh * G + g;
-        const float* qh = &q[std::size_t(hh) * hd];
-        float mx = -std::numeric_limits<float>::infinity();
-        for (std::size_t j = 0; j < keys->size(); ++j) {
-          const float* kk = quantised ? &m_kq[j * hd] : k(l, kvh, (*keys)[j]);
-          float dot = 0;
-          for (unsigned i = 0; i < hd; ++i) dot += qh[i] * kk[i];
-          s[j] = dot * inv;
-          mx = std::max(mx, s[j]);
+    if (c.latent()) {
+      latent_attention(l, pos, xn.data(), att.data(), kept);
+    } else {
+      matvec(L.wq, xn.data(), q.data());
+      m_k[l].resize((pos + 1) * kvd);
+      m_v[l].resize((pos + 1) * kvd);
+      float* kp = &m_k[l][pos * kvd];
+      float* vp = &m_v[l][pos * kvd];
+      matvec(L.wk, xn.data(), kp);
+      matvec(L.wv, xn.data(), vp);
+      for (unsigned hh = 0; hh < c.heads; ++hh) rope(&q[std::size_t(hh) * hd], hd, pos, c.rope_theta);
+      for (unsigned hh = 0; hh < c.kv_heads; ++hh) rope(kp + std::size_t(hh) * hd, hd, pos, c.rope_theta);
+      const float inv = 1.0f / std::sqrt(float(hd));
+      // A windowed layer's query sees the keys max(0, pos - W + 1) .. pos, whatever is kept.
+      const std::uint64_t W = c.window(l), lo = W && pos + 1 > W ? pos + 1 - W : 0;
+      for (unsigned kvh = 0; kvh < c.kv_heads; ++kvh) {
+        const std::vector<std::uint32_t>* keys = kept ? kept(l, kvh) : nullptr;
+        if (!keys) {
+          all.resize(pos + 1 - lo);
+          for (std::uint64_t i = lo; i <= pos; ++i) all[i - lo] = std::uint32_t(i);
+          keys = &all;
+        } else if (lo && !keys->empty() && keys->front() < lo) {
+          windowed.assign(std::lower_bound(keys->begin(), keys->end(), std::uint32_t(lo)), keys->end());
+          keys = &windowed;
         }
-        if (m_observer) m_observer(l, hh, pos, *keys, s.data());
-        float sum = 0;
-        for (auto& e : s) sum += (e = std::exp(e - mx));
-        float* out = &att[std::size_t(hh) * hd];
-        std::fill(out, out + hd, 0.0f);
-        for (std::size_t j = 0; j < keys->size(); ++j) {
-          const float p = s[j] / sum;
-          const float* vv = quantised ? &m_vq[j * hd] : v(l, kvh, (*keys)[j]);
-          for (unsigned i = 0; i < hd; ++i) out[i] += p * vv[i];
+        std::vector<float> s(keys->size());
+        const bool quantised = m_fmt.grouped() && kept;
+        if (quantised) quantise_kept(l, kvh, *keys);
+        for (unsigned g = 0; g < G; ++g) {
+          const unsigned hh = kvh * G + g;
+          const float* qh = &q[std::size_t(hh) * hd];
+          float mx = -std::numeric_limits<float>::infinity();
+          for (std::size_t j = 0; j < keys->size(); ++j) {
+            const float* kk = quantised ? &m_kq[j * hd] : k(l, kvh, (*keys)[j]);
+            float dot = 0;
+            for (unsigned i = 0; i < hd; ++i) dot += qh[i] * kk[i];
+            s[j] = dot * inv;
+            mx = std::max(mx, s[j]);
+          }
+          if (m_observer) m_observer(l, hh, pos, *keys, s.data());
+          float sum = 0;
+          for (auto& e : s) sum += (e = std::exp(e - mx));
+          float* out = &att[std::size_t(hh) * hd];
+          std::fill(out, out + hd, 0.0f);
+          for (std::size_t j = 0; j < keys->size(); ++j) {
+            const float p = s[j] / sum;
+            const float* vv = quantised ? &m_vq[j * hd] : v(l, kvh, (*keys)[j]);
+            for (unsigned i = 0; i < hd; ++i) out[i] += p * vv[i];
+          }
         }
       }
     }

@@ -1,7 +1,10 @@
 // The golden model of functional mode: the same Llama-style decoder in plain C++, no platform,
 // no faults, fp32 arithmetic on the same int8-quantised weights (dequantised: q x scale), one
 // token at a time with a full KV cache, or attending only to the tokens a caller says a head
-// keeps (to compare with a KV policy that evicts). docs/functional.md.
+// keeps (to compare with a KV policy that evicts). A sliding-window layer attends only to the
+// last W positions (llama_config::window). Latent KV (MLA) is computed the plain way: every
+// key's latent expanded into each head's key and value (the platform runs it absorbed).
+// docs/functional.md.
 #pragma once
 
 #include "firmware/functional/llama_model.h"
@@ -54,6 +57,9 @@ class reference_model {
   std::vector<float> m_kq, m_vq;  // the kept keys' and values' dequantised rows (integer formats)
   // Fills m_kq and m_vq with the dequantised K and V rows of `keys` in (layer, kv head).
   void quantise_kept(unsigned layer, unsigned kvh, const std::vector<std::uint32_t>& keys);
+  // Latent KV: layer `layer`'s attention of the token at `pos` (normed input xn) into att
+  // (heads x v_head_dim); caches the token's latent row (latent, RoPE key) in m_k.
+  void latent_attention(unsigned layer, std::uint64_t pos, const float* xn, float* att, const kept_fn& kept);
   logit_observer m_observer;
 };
 

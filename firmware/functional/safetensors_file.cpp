@@ -223,6 +223,7 @@ using model_files::reorder_rope_rows;
 
 void write_safetensors(const llama_weights& w, const std::string& path, const std::string& dtype, bool config_json) {
   const llama_config& c = w.cfg;
+  if (c.latent()) bad(path, "the Llama tensor names have no latent-KV (MLA) tensors");
   const unsigned eb = dtype == "F32" ? 4 : 2;
   std::vector<std::pair<std::string, std::pair<std::vector<std::uint64_t>, const std::vector<float>*>>> t;
   std::vector<std::vector<float>> permuted;  // keeps the permuted q/k alive

@@ -167,11 +167,13 @@ ticket layer_ops::banded_attention(const tensor& q, const pass_info& pass, unsig
       if (user[j % 2].valid()) m_drv.wait(user[j % 2]);  // the buffer's previous block is done
       const command qk = qk_command(B * h, g * c, n, q.where.addr + (B * h0 * g * T + g * r0) * D * ab,
                                     K + (B * h0 * T + k0) * D * ab, s.where.addr, traffic_class::activations);
+      if (m_fn) m_fn->band(qk, layer, h0, q.where.addr, r0, k0, false);
       produced(s, m_drv.submit(*m_rsa, qk));
       s.producer = sfu(opcode::softmax, s, B * h * g * c, n, s.where);
       depend(s, m_rsa->block);
       const command av = av_command(B * h, g * c, n, s.where.addr, V + (B * h0 * T + k0) * D * ab,
                                     out.addr + (B * h0 * g * T + g * r0) * D * ab, traffic_class::activations);
+      if (m_fn) m_fn->band(av, layer, h0, out.addr, r0, k0, true);
       last = m_drv.submit(*m_rsa, av);
       last_use(s, last);
       user[j % 2] = last;
@@ -241,6 +243,7 @@ ticket layer_ops::latent_attention(const tensor& q, const pass_info& pass, unsig
       set_operand_class(qk, operand_c, traffic_class::activations);
       qk.flags |= m_model.kv.command_bits();
       if (select && m_evictor) qk.flags |= flag_scores_to_evictor;
+      if (m_fn) m_fn->latent(qk, layer, s0, q.where.addr, ql.where.addr, false);
       t1 = m_drv.submit(*m_rsa, qk);
     }
     produced(s, t1);
@@ -261,6 +264,7 @@ ticket layer_ops::latent_attention(const tensor& q, const pass_info& pass, unsig
       set_operand_class(av, operand_b, traffic_class::kv);
       set_operand_class(av, operand_c, traffic_class::activations);
       av.flags |= m_model.kv.command_bits();
+      if (m_fn) m_fn->latent(av, layer, s0, q.where.addr, ol.where.addr, true);
       last = m_drv.submit(*m_rsa, av);
     }
     last_use(s, last);

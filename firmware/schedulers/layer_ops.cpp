@@ -42,9 +42,12 @@ layer_ops::layer_ops(driver& drv, memory_plan& plan, const model_shape& m, platf
 }
 
 tile_load layer_ops::load_tile(std::uint64_t src, std::uint64_t bytes) {
-  const unsigned b = m_next_buffer;
-  m_next_buffer ^= 1u;
+  unsigned b = m_next_buffer;
+  if (m_buffer_pending[b] && !m_buffer_pending[b ^ 1u]) b ^= 1u;  // keep a prefetched tile
+  m_next_buffer = b ^ 1u;
   if (m_buffer_user[b].valid()) m_drv.wait(m_buffer_user[b]);  // the buffer's last reader
+  m_buffer_src[b] = src;
+  m_buffer_pending[b] = false;
   return tile_load{m_drv.dma(src, m_plan.weight_buffer(b).addr, bytes, traffic_class::weights), b};
 }
 
@@ -67,7 +70,9 @@ std::uint64_t layer_ops::rows_of(std::uint64_t w, std::uint64_t k) const {
 
 tile_load layer_ops::prefetch(std::uint64_t w, std::uint64_t k, std::uint64_t n) {
   k = rows_of(w, k);
-  return load_tile(w, k * tile_cols(k, n));
+  const tile_load t = load_tile(w, k * tile_cols(k, n));
+  m_buffer_pending[t.buffer] = true;  // until the projection it is for consumes it
+  return t;
 }
 
 ticket layer_ops::project(const tensor& x, std::uint64_t w, std::uint64_t k, std::uint64_t n, const region& y,
@@ -80,7 +85,9 @@ ticket layer_ops::project_rows(const tensor& x, std::uint64_t w, std::uint64_t k
                                const region& stacked) {
   const std::uint64_t tn = tile_cols(k, n);
   const std::uint64_t tiles = (n + tn - 1) / tn;
-  tile_load cur = first.valid() ? first : load_tile(w, k * std::min(tn, n));
+  const bool kept = first.valid() && m_buffer_src[first.buffer] == w;  // not overwritten since
+  if (first.valid()) m_buffer_pending[first.buffer] = false;  // consumed (or given up)
+  tile_load cur = kept ? first : load_tile(w, k * std::min(tn, n));
   depend(x, m_rsa->block);
   ticket last;
   for (std::uint64_t i = 0; i < tiles; ++i) {

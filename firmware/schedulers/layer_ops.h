@@ -265,6 +265,13 @@ class layer_ops final : public scheduler_ops {
   platform_view& m_platform;
   unsigned m_next_buffer = 0;
   std::array<ticket, 2> m_buffer_user;  // the last GEMM that read each tile buffer
+  // Latent KV: the attention's own W_kv_b projections run between a scheduler's prefetch of W_O's
+  // first tile and MM_O. A buffer holding a prefetched tile not yet consumed is pending: loads
+  // take the other buffer while it is (one buffer, no overlap, rather than fetching the tile twice).
+  // m_buffer_src: the DRAM address of the tile each buffer was last loaded with; a prefetched
+  // first tile overwritten all the same (both pending) is loaded again.
+  std::array<bool, 2> m_buffer_pending{{false, false}};
+  std::array<std::uint64_t, 2> m_buffer_src{{~std::uint64_t(0), ~std::uint64_t(0)}};
   // How an activation buffer's size depends on the pass (placement() recomputes it).
   enum class size_rule : std::uint8_t { fixed, scores_first, scores_second, staging, victims };
   tensor produce(const std::string& kind, std::uint64_t bytes, size_rule rule);

@@ -31,7 +31,9 @@ class prefetch_scheduler : public scheduler {
     ops.wait(ops.rope_k(l, p, tk));
     q.producer = ops.sfu(opcode::rope, q, rows * m.heads, m.head_dim, q.where);
 
-    next = ops.prefetch(w.o, Q, C);
+    // W_O loads while the attention reads K and V; a latent attention loads its own W_kv_b tiles
+    // into both tile buffers, so W_O's are loaded after it (on demand).
+    next = m.latent_kv() ? tile_load{} : ops.prefetch(w.o, Q, C);
     tensor attn = ops.produce("attn", rows * Q * ab);
     const ticket ta = ops.attention(q, p, l, attn.where);
     ops.last_use(q, ta);

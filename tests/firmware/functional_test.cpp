@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "firmware/functional/llama_model.h"
+#include "firmware/functional/reference.h"
 #include "firmware/schedulers/layer_ops.h"
 #include "firmware/schedulers/scheduler.h"
 #include "models/compute/functional/engine.h"
@@ -11,6 +12,7 @@
 #include "platform/config/config.h"
 #include "tests/support/test_initiator.h"
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -424,4 +426,202 @@ TEST_CASE("functional: AERP on a multi-head model, batch 2, attends over the sam
 TEST_CASE("functional: x_tokens=cache needs a policy that stores tokens as x", "[functional]") {
   CHECK_THROWS_WITH(run({"policy.kv=aep", "functional.x_tokens=cache"}), Catch::Contains("functional.x_tokens"));
   CHECK_THROWS_WITH(run({"functional.x_tokens=sometimes"}), Catch::Contains("x_tokens"));
+}
+
+namespace {
+
+// Sliding-window layers: 3 layers, window 8, every third layer global (layers 0, 1 local, 2
+// global); a context of 16 > W runs the banded prefill, 10 decode steps wrap the local layers'
+// ring of 8 slots.
+const char* const swa_yaml =
+    "system: kelle_edram\n"
+    "mode: functional\n"
+    "policy: {kv: full, refresh: none}\n"
+    "workload:\n"
+    "  type: llm\n"
+    "  model: {name: swa, layers: 3, hidden: 64, heads: 4, kv_heads: 2, ffn: 128, vocab: 256, sliding_window: 8,\n"
+    "          global_every: 3}\n"
+    "  context_len: 16\n"
+    "  decode_len: 10\n"
+    "  progress: false\n";
+
+// The reference's logits over a run's rows (each pass's last token: the prefill's, then every
+// decode step's), from the seeded model the runs above build (functional.seed: the scenario's
+// seed, 1) on the run's tokens, with or without the window.
+std::vector<std::vector<float>> reference_rows(const nlohmann::json& r, bool windowed) {
+  model_shape s;
+  s.name = "swa", s.layers = 3, s.hidden = 64, s.heads = 4, s.kv_heads = 2, s.head_dim = 16, s.ffn = 128, s.vocab = 256;
+  s.sliding_window = 8, s.global_every = 3;
+  fn::llama_config c = fn::config_from_shape(s);
+  if (!windowed) c.sliding_window = 0;
+  const fn::quantised_model q = fn::quantise(fn::random_weights(c, 1));
+  fn::reference_model ref(q);
+  const auto& tokens = r["functional"]["tokens"][0];
+  std::vector<std::vector<float>> rows;
+  for (std::size_t i = 0; i + 1 < tokens.size(); ++i) {
+    std::vector<float> lg = ref.step(tokens[i].get<int>());
+    if (i + 1 >= 16) rows.push_back(std::move(lg));
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("functional: sliding-window layers (banded prefill, the ring wrapping) match the reference", "[functional][window]") {
+  for (const char* s : {"kelle", "baseline", "prefetch"}) {
+    INFO(s);
+    const auto r = run({std::string("scheduler=") + s}, swa_yaml);
+    matches_reference(r);
+    CHECK(r["functional"]["tokens"][0].size() == 16 + 10 + 1);
+    CHECK(r["activation_lifetimes"]["by_kind"].contains("k_band"));  // the banded prefill ran
+    // K and V written (128 B a token and layer): the prefill's last 8 tokens into each local
+    // layer's ring, all 16 into the global layer's cache, then each decode step's token in 3 layers.
+    CHECK(r["llm"]["kv_bytes_written"].get<double>() == (2 * 8 + 16 + 3 * 10) * 128.0);
+  }
+  matches_reference(run({"workload.batch=2", "scheduler=kelle"}, swa_yaml));
+  // A context shorter than the window (no band): the ring fills during the decode, then wraps.
+  matches_reference(run({"workload.context_len=5", "workload.decode_len=12"}, swa_yaml));
+}
+
+TEST_CASE("functional: the run's reference attends within the window, and the window changes the logits",
+          "[functional][window]") {
+  // The reference's logits over the run's rows, recomputed here from the same seeded model and
+  // tokens: with the window their largest magnitude is the run's (the run's reference applied the
+  // window); without it they move far beyond the tolerance the platform meets.
+  const auto r = run({}, swa_yaml);
+  matches_reference(r);
+  const double ref = r["quality"]["max_abs_reference_logit"].get<double>();
+  const auto w = reference_rows(r, true), g = reference_rows(r, false);
+  REQUIRE(w.size() == 11);
+  REQUIRE(g.size() == w.size());
+  double mx = 0, diff = 0;
+  for (std::size_t i = 0; i < w.size(); ++i)
+    for (std::size_t v = 0; v < w[i].size(); ++v) {
+      mx = std::max(mx, double(std::fabs(w[i][v])));
+      diff = std::max(diff, double(std::fabs(w[i][v] - g[i][v])));
+    }
+  CHECK(mx == ref);
+  INFO("max |logit difference| with and without the window: " << diff);
+  CHECK(diff > 10 * logit_tol * std::max(1.0, ref));
+}
+
+TEST_CASE("functional: evicting KV policies on sliding-window layers match the reference", "[functional][window]") {
+  // A budget of 6 below the window of 8: the policy evicts inside the local layers' windows and
+  // in the global layer; the reference attends over the same kept tokens.
+  for (const char* kv : {"streaming", "aerp"}) {
+    INFO(kv);
+    std::vector<std::string> o = {std::string("policy.kv=") + kv, "policy.kv_budget=6", "policy.sink_tokens=2",
+                                  "scheduler=kelle"};
+    if (kv == std::string("aerp")) o.push_back("policy.recent_window=2");
+    const auto r = run(o, swa_yaml);
+    matches_reference(r);
+    CHECK(r["kv"]["tokens_kept"].get<double>() == 3 * 6);  // every layer's heads at their budget
+    CHECK(r["quality"]["full_cache"]["eviction_kl_divergence"].get<double>() > 1e-3);  // the eviction changed them
+  }
+}
+
+TEST_CASE("functional: AERP's x tokens on sliding-window layers, recomputed bit for bit", "[functional][window]") {
+  // Multi-head (4 KV heads), budget 12 above the window of 8: the global layer evicts, and tokens
+  // stored as x in every layer are recomputed each step from the x store.
+  const auto r = run({"workload.model.kv_heads=4", "policy.kv=aerp", "policy.kv_budget=12", "policy.sink_tokens=2",
+                      "policy.recent_window=4", "policy.x_only_if_smaller=false", "policy.recompute=all"},
+                     swa_yaml);
+  matches_reference(r);
+  recomputed_bit_for_bit(r);
+}
+
+namespace {
+
+// Latent KV (multi-head latent attention): 2 layers, 4 heads, a latent of 32 and a RoPE key of 8
+// per token (the cache row, one cache head), queries and keys of 16 + 8, values of 16.
+const char* const mla_yaml =
+    "system: kelle_edram\n"
+    "mode: functional\n"
+    "policy: {kv: full, refresh: none}\n"
+    "workload:\n"
+    "  type: llm\n"
+    "  model: {name: mla, layers: 2, hidden: 64, heads: 4, ffn: 128, vocab: 256, kv_lora_rank: 32, qk_rope_dim: 8,\n"
+    "          qk_nope_dim: 16, v_head_dim: 16}\n"
+    "  context_len: 16\n"
+    "  decode_len: 6\n"
+    "  progress: false\n";
+
+}  // namespace
+
+TEST_CASE("functional: latent KV run absorbed matches the plain (expanded) MLA reference", "[functional][latent]") {
+  // The platform scores each head's query, taken into latent space by W_uk, against the cached
+  // latents and RoPE keys and applies W_uv to the weighted latent; the reference expands every
+  // cached latent into each head's key and value: they agree only if the absorption is exact.
+  for (const char* s : {"baseline", "kelle", "prefetch"}) {
+    INFO(s);
+    const auto r = run({std::string("scheduler=") + s}, mla_yaml);
+    matches_reference(r);
+    CHECK(r["functional"]["tokens"][0].size() == 16 + 6 + 1);
+  }
+  matches_reference(run({"workload.batch=2", "scheduler=kelle"}, mla_yaml));
+}
+
+TEST_CASE("functional: evicting KV policies on latent KV match the reference", "[functional][latent]") {
+  // One cache head a layer: the policy keeps the same latent rows for every head.
+  for (const char* kv : {"streaming", "aep"}) {
+    INFO(kv);
+    std::vector<std::string> o = {std::string("policy.kv=") + kv, "policy.kv_budget=8", "policy.sink_tokens=2",
+                                  "scheduler=kelle"};
+    if (kv == std::string("aep")) o.push_back("policy.recent_window=4");
+    const auto r = run(o, mla_yaml);
+    matches_reference(r);
+    CHECK(r["kv"]["tokens_kept"].get<double>() == 2 * 8);  // every layer at its budget
+    CHECK(r["quality"]["full_cache"]["eviction_kl_divergence"].get<double>() > 1e-3);
+  }
+}
+
+TEST_CASE("functional: windowed and latent shapes keep timing mode's timing", "[functional][window][latent]") {
+  for (const char* yaml : {swa_yaml, mla_yaml}) {
+    const auto f = run({"scheduler=kelle"}, yaml);
+    auto timing = std::string(yaml);
+    timing.replace(timing.find("mode: functional"), 16, "mode: timing");
+    const auto t = run({"scheduler=kelle"}, timing);
+    CHECK(f["latency_s"]["total"] == t["latency_s"]["total"]);
+    CHECK(f["traffic_bytes"] == t["traffic_bytes"]);
+  }
+}
+
+TEST_CASE("functional: a softmax masked from both sides (a window), a RoPE of a row's last columns", "[functional]") {
+  byte_memory m;
+  fn::engine e(m);
+  // One row of 5 scores; the window keeps columns [1, 4): the others become 0, the kept ones sum to 1.
+  const float x[5] = {3.0f, 0.5f, -1.0f, 2.0f, 9.0f};
+  for (int i = 0; i < 5; ++i) m.put(0x100 + 2 * i, x[i]);
+  command s;
+  s.op = opcode::softmax;
+  s.m = 1, s.k = 5, s.addr_a = 0x100, s.addr_b = 0x100, s.addr_c = 0x200, s.id = 1;
+  auto d = std::make_shared<fn::desc>();
+  d->valid = {4};
+  d->first = {1};
+  e.attach(1, d);
+  e.run(s);
+  const double z = std::exp(0.5) + std::exp(-1.0) + std::exp(2.0);
+  CHECK(m.get(0x200) == 0.0f);
+  CHECK(m.get(0x208) == 0.0f);
+  for (int i = 1; i < 4; ++i) CHECK(m.get(0x200 + 2 * i) == Approx(std::exp(double(x[i])) / z).epsilon(1e-3));
+  // RoPE from column 2 of a 6-column row at position 3: columns 0 and 1 pass, the pairs (2, 3)
+  // and (4, 5) turn as a 4-dimensional RoPE's pairs 0 and 1 (angles 3 x theta^(-0/4), theta^(-2/4)).
+  const float v[6] = {1.5f, -2.0f, 1.0f, 0.0f, 0.0f, 1.0f};
+  for (int i = 0; i < 6; ++i) m.put(0x300 + 2 * i, v[i]);
+  command r;
+  r.op = opcode::rope;
+  r.m = 1, r.k = 6, r.addr_a = 0x300, r.addr_b = 0x300, r.addr_c = 0x400, r.id = 2;
+  auto rd = std::make_shared<fn::desc>();
+  rd->positions = {3};
+  rd->theta = 10000.0f;
+  rd->rope_from = 2;
+  e.attach(2, rd);
+  e.run(r);
+  CHECK(m.get(0x400) == 1.5f);
+  CHECK(m.get(0x402) == -2.0f);
+  const double a0 = 3.0, a1 = 3.0 * std::pow(10000.0, -0.5);
+  CHECK(m.get(0x404) == Approx(std::cos(a0)).margin(1e-3));
+  CHECK(m.get(0x406) == Approx(std::sin(a0)).margin(1e-3));
+  CHECK(m.get(0x408) == Approx(-std::sin(a1)).margin(1e-3));
+  CHECK(m.get(0x40a) == Approx(std::cos(a1)).margin(1e-3));
 }

@@ -174,14 +174,15 @@ void engine::sfu(const command& c, const desc* d, writes& w) {
       const float sc = d ? d->scale : 1.0f;
       for (std::uint64_t r = 0; r < M; ++r) {
         const std::uint64_t n = d && !d->valid.empty() ? std::min<std::uint64_t>(K, d->valid.at(r)) : K;
+        const std::uint64_t f = d && !d->first.empty() ? std::min<std::uint64_t>(n, d->first.at(r)) : 0;
         const float* in = &x[r * K];
         float* o = &y[r * K];
         float mx = -std::numeric_limits<float>::infinity();
-        for (std::uint64_t i = 0; i < n; ++i)
+        for (std::uint64_t i = f; i < n; ++i)
           if (!std::isnan(in[i])) mx = std::max(mx, in[i] * sc);
         float sum = 0;
-        for (std::uint64_t i = 0; i < n; ++i) sum += (o[i] = std::isnan(in[i]) || !std::isfinite(mx) ? 0.0f : std::exp(in[i] * sc - mx));
-        for (std::uint64_t i = 0; i < n; ++i) o[i] = sum > 0 ? o[i] / sum : 0.0f;
+        for (std::uint64_t i = f; i < n; ++i) sum += (o[i] = std::isnan(in[i]) || !std::isfinite(mx) ? 0.0f : std::exp(in[i] * sc - mx));
+        for (std::uint64_t i = f; i < n; ++i) o[i] = sum > 0 ? o[i] / sum : 0.0f;
         if (d && d->on_row) d->on_row(r, o, static_cast<std::uint32_t>(n));
       }
       break;
@@ -209,11 +210,15 @@ void engine::sfu(const command& c, const desc* d, writes& w) {
       std::vector<float> table;
       const bool pos = d && !d->positions.empty();
       if (!pos) table = gather(nullptr, 0, c.addr_b, M, K);
+      const std::uint64_t from = d ? std::min<std::uint64_t>(d->rope_from, K) : 0, dim = K - from;
       for (std::uint64_t r = 0; r < M; ++r)
-        for (std::uint64_t i = 0; i < K; i += 2) {
+        for (std::uint64_t i = 0; i < from; ++i) y[r * K + i] = x[r * K + i];
+      for (std::uint64_t r = 0; r < M; ++r)
+        for (std::uint64_t i = from; i + 1 < K; i += 2) {
           float cs, sn;
           if (pos) {
-            const double a = double(d->positions.at(r)) * std::pow(double(d->theta), -double(i) / double(K));
+            const double a =
+                double(d->positions.at(r)) * std::pow(double(d->theta), -double(i - from) / double(dim));
             cs = float(std::cos(a)), sn = float(std::sin(a));
           } else {
             cs = table[r * K + i], sn = table[r * K + i + 1];

@@ -51,18 +51,22 @@ struct desc {
   std::vector<move> moves;
   // Called when the block starts the command, before its operands are read (checks).
   std::function<void()> on_start;
-  // softmax: x -> softmax(scale x) over the first valid[r] elements of row r (all rows of all
-  // products in order; empty: the whole row); the other elements become 0. on_row sees each
-  // row's probabilities (fp32, before rounding).
+  // softmax: x -> softmax(scale x) over the elements [first[r], valid[r]) of row r (all rows of
+  // all products in order; valid empty: the whole row, first empty: from 0); the other elements
+  // become 0. on_row sees each row's probabilities (fp32, before rounding; the first valid[r],
+  // masked ones 0).
   float scale = 1.0f;
-  std::vector<std::uint32_t> valid;
+  std::vector<std::uint32_t> valid, first;
   std::function<void(std::uint64_t row, const float* p, std::uint32_t n)> on_row;
   // rmsnorm: k binary16 weights at `gamma` (0: at addr_b), epsilon.
   std::uint64_t gamma = 0;
   float eps = 1e-5f;
   // rope: position of each row, base; without them addr_b holds (cos, sin) per element pair.
+  // Columns before rope_from pass through; the rotation's dimension is k - rope_from (latent KV:
+  // a head's query rotates only its RoPE part).
   std::vector<std::uint64_t> positions;
   float theta = 10000.0f;
+  std::uint32_t rope_from = 0;
 };
 
 class memory_port {

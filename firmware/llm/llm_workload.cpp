@@ -167,6 +167,7 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
     m_routing = std::make_unique<expert_routing>(m_model, p.child_or_empty("routing"), a.platform.seed(), m_batch,
                                                  m_context, m_decode, !m_skip_prefill);
     m_ops->set_routing(m_routing.get());
+    if (m_sample_every > 1 || m_sample_layers) m_ops->set_expert_probe(this);  // sampled decode's routed experts
   } else if (p.has("routing")) {
     p.fail("routing", "the routing of experts is for a mixture-of-experts model; " + m_model.name + " has dense FFNs");
   }
@@ -454,16 +455,18 @@ void llm_workload::pass(const pass_info& p) {
         ~recording() { ops.end_layer(); }
       } rec{*m_ops};
       if (m_sample_every > 1) m_ops->begin_layer(p, l);
+      if (m_routing && (m_sample_every > 1 || m_sample_layers)) m_ops->alive(m_layer_alive);  // routed_end()
       m_scheduler->layer(*m_ops, p, l, x);
     }
     trace.layer_end(l);
     const double dt = sc_core::sc_time_stamp().to_seconds() - l0;
     *m_layer_time[l] += dt;
     if (check) {
-      m_layer_check.add(std::abs(dt - smp.dt) / std::max(dt, 1e-30));
+      m_layer_check.add(std::abs(dt - layer_dt(p, l, smp)) / std::max(dt, 1e-30));
     } else if (steady) {  // the second layer of a run: the sample the rest of the run takes
       smp.signature = sig;
       smp.dt = dt;
+      smp.routed = routed_experts(p, l);
       smp.d = counter_delta(before, snapshot_counters());
       for (std::size_t i = 0; i < smp.d.stats.size(); ++i)  // its time: skip_layer's own
         if (smp.d.stats[i] == m_layer_time[l]) smp.d.values[i] = 0;
@@ -602,7 +605,10 @@ void llm_workload::run() {
     if (sampling && m_samples.size() == 2 && m_skipped_since_sample) {
       const step_sample &a = m_samples.back(), &q = m_samples.front();
       const double w = a.x != q.x ? (cost_driver(p) - a.x) / (a.x - q.x) : 0.0;
-      predicted = std::max(0.0, a.dt + (a.x != q.x ? (a.dt - q.dt) * w : 0.0));
+      const double u_dt = m_routed.slope_dt;  // skip_steps' model
+      const double routed = m_routing ? routed_experts(p) - a.routed : 0.0;
+      predicted = std::max(
+          0.0, a.dt + (a.x != q.x ? (a.dt - q.dt - (a.routed - q.routed) * u_dt) * w : 0.0) + routed * u_dt);
     }
     m_skipped_since_sample = false;
     const double t0 = sc_core::sc_time_stamp().to_seconds();
@@ -632,6 +638,7 @@ void llm_workload::run() {
     if (sampling) {
       step_sample smp;
       smp.x = cost_driver(p);
+      smp.routed = routed_experts(p);
       smp.dt = sc_core::sc_time_stamp().to_seconds() - t0;
       smp.d = counter_delta(before, snapshot_counters());
       m_samples.push_back(std::move(smp));

@@ -36,7 +36,6 @@ void layer_ops::moe_ffn(tensor& x, unsigned layer, std::uint64_t rows, bool over
   // ones the pass's tokens use (ascending), each on its tokens.
   const std::vector<expert_routing::load>& routed = m_routing->route(m_pass_index, layer, rows);
   const int phase = m_pass_prefill ? 1 : 0;
-  *m_moe_experts[phase] += static_cast<double>(routed.size());
   *m_moe_layers[phase] += 1;
   const std::size_t shared = m_model.shared_experts, count = shared + routed.size();
   auto expert_of = [&](std::size_t i) { return i < shared ? unsigned(E + i) : routed[i - shared].expert; };
@@ -55,6 +54,10 @@ void layer_ops::moe_ffn(tensor& x, unsigned layer, std::uint64_t rows, bool over
   tile_load next = count ? next_weights(first_matrix(expert_of(0)), C, F) : tile_load{};
   ticket last_gemm = chosen.producer;
   for (std::size_t i = 0; i < count; ++i) {
+    if (i >= shared) {
+      if (m_probe && !m_pass_prefill && i == shared + 1) m_probe->routed_begin(routed.size() - 1);
+      *m_moe_experts[phase] += 1;
+    }
     const unsigned e = expert_of(i);
     const std::uint64_t n = rows_of_expert(i);
     // Its tokens' rows of xn: the array's A operand gathers them (n rows read).
@@ -93,6 +96,7 @@ void layer_ops::moe_ffn(tensor& x, unsigned layer, std::uint64_t rows, bool over
       out.producer = add;
     step(add);
   }
+  if (m_probe && !m_pass_prefill && count > shared + 1) m_probe->routed_end();
   last_use(xn, last_gemm);
   last_use(chosen, out.producer);
   const ticket add = sfu(opcode::add, x, rows, C, x.where, &out);

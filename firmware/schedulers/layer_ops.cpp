@@ -393,6 +393,18 @@ void layer_ops::produced(tensor& t, const ticket& producer) {
   });
 }
 
+void layer_ops::alive(alive_set& out) const {
+  out.clear();
+  for (std::size_t i = 0; i < m_open.size(); ++i)
+    if (m_open[i].gen & 1u) out.emplace_back(i, m_open[i].gen);
+}
+
+void layer_ops::still_alive(const alive_set& then, std::vector<unsigned>& by_kind) const {
+  by_kind.assign(m_life_kinds.size(), 0);
+  for (const auto& [i, gen] : then)
+    if (m_open[i].gen == gen) ++by_kind[m_open[i].kind];
+}
+
 void layer_ops::last_use(tensor& t, const ticket& consumer) {
   const int i = t.lifetime;
   const std::uint32_t gen = i >= 0 ? m_open[static_cast<std::size_t>(i)].gen : 0;

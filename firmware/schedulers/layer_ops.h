@@ -113,6 +113,18 @@ class layer_ops final : public scheduler_ops {
   void set_transient_refresh(lifetime_rule* r) { m_transient = r; }
   // Mixture of experts: which experts each pass's tokens route to (set for a MoE model).
   void set_routing(expert_routing* r) { m_routing = r; }
+  // Sampled decode: told when a decode layer's routed experts but the first (which makes the
+  // layer's output buffer) begin to stream (how many) and when the last has been issued, so the
+  // sampler can fit what an expert costs and extrapolate layers and steps that route to more or
+  // fewer (docs/firmware.md, "Sampled decode").
+  struct expert_probe {
+    virtual void routed_begin(std::size_t experts) = 0;
+    virtual void routed_end() = 0;
+
+   protected:
+    ~expert_probe() = default;
+  };
+  void set_expert_probe(expert_probe* p) { m_probe = p; }
   // The pass whose layers are issued next (its routing: ffn() of a MoE layer asks for its experts).
   void begin_pass(const pass_info& pass) { m_pass_index = pass.prefill ? 0 : pass.step; m_pass_prefill = pass.prefill; }
   // Distinct routed experts streamed per MoE layer pass, on average (decode steps, or the
@@ -128,6 +140,11 @@ class layer_ops final : public scheduler_ops {
   double kv_bytes_written() const { return m_kv_written.value(); }
   // The lifetimes by kind, in order of first appearance.
   const std::vector<lifetime_kind>& lifetimes() const { return m_life_kinds; }
+  // The buffers alive now (their lifetime slots), and how many of those are still alive, by kind
+  // (as lifetimes()): the buffers alive across a stretch of the run.
+  using alive_set = std::vector<std::pair<std::size_t, std::uint32_t>>;
+  void alive(alive_set& out) const;
+  void still_alive(const alive_set& then, std::vector<unsigned>& by_kind) const;
   // While `to` is set, each buffer produced is also recorded there (its record closed when the
   // buffer dies): the timeline's lifetimes of one layer. nullptr: none recorded.
   void record_lifetimes(std::vector<lifetime_record>* to) { m_records = to; }
@@ -212,6 +229,7 @@ class layer_ops final : public scheduler_ops {
   // current one computes (with `overlap`).
   void moe_ffn(tensor& x, unsigned layer, std::uint64_t rows, bool overlap, tile_load first);
   expert_routing* m_routing = nullptr;
+  expert_probe* m_probe = nullptr;
   unsigned m_pass_index = 0;
   bool m_pass_prefill = false;
   stat* m_moe_experts[2] = {nullptr, nullptr};  // distinct routed experts streamed: decode, prefill
@@ -300,9 +318,9 @@ class layer_ops final : public scheduler_ops {
     unsigned kind = 0;
     sc_core::sc_time start;
     int record = -1;        // index in *m_records, or -1
-    std::uint32_t gen = 0;  // bumped each time the slot is taken: a stale close is ignored
+    std::uint32_t gen = 0;  // bumped when the slot is taken and when it dies: a stale close is ignored
   };
-  std::vector<open_life> m_open;
+  std::vector<open_life> m_open;  // a slot's buffer is alive while its gen is odd
   std::vector<int> m_free_open;
   std::vector<lifetime_record>* m_records = nullptr;
   unsigned kind_index(const std::string& kind);

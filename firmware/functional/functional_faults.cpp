@@ -152,7 +152,7 @@ void functional_run::inject_activations(std::uint64_t addr, unsigned char* data,
         const double I = rule.interval_us > 0 ? rule.interval_us * 1e-6 : own;
         x = m_exposure_interval ? I : exposure(tw, now, I);
       }
-      const std::uint64_t cell = splitmix64(m_fault_seed ^ splitmix64((a << 4) | bit));
+      const std::uint64_t cell = act_cell(a - r.addr, bit);
       if (unit_interval(cell) < ret.failure_probability(x)) {
         val = std::uint16_t(val & ~(1u << bit));
         m_act_flipped[f] += 1;
@@ -184,8 +184,19 @@ void functional_run::note_write(std::uint64_t addr, std::uint64_t len) {
     }
 }
 
+std::uint64_t functional_run::kv_cell(unsigned l, int v, std::uint64_t elem, unsigned bit) const {
+  // The bit in bits 0-3, the element (in the layer half's functional layout) in bits 4-43, the
+  // half in bit 44, the layer above it.
+  return splitmix64(m_fault_seed ^ splitmix64((std::uint64_t(l) << 41 | std::uint64_t(v) << 40 | elem) << 4 | bit));
+}
+
+std::uint64_t functional_run::act_cell(std::uint64_t offset, unsigned bit) const {
+  // Another domain than the KV cells' (the top bit), so the two arrays draw independently.
+  return splitmix64(m_fault_seed ^ splitmix64((1ull << 63) | offset << 4 | bit));
+}
+
 std::uint32_t functional_run::flip(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem,
-                                   std::uint64_t a, bool high, double now) {
+                                   bool high, double now) {
   const retention_model& ret = m_kv_edram->retention();
   const kv_elem& el = m_written[l][v][elem];
   std::uint32_t val = word;
@@ -197,7 +208,7 @@ std::uint32_t functional_run::flip(std::uint32_t word, unsigned bits, unsigned l
     m_bits_read[g] += 1;
     if (m_fault == fault_mode::ber) {
       if (!m_ber_groups[g]) continue;
-      const std::uint64_t cell = splitmix64(m_fault_seed ^ splitmix64((a << 4) | bit));
+      const std::uint64_t cell = kv_cell(l, v, elem, bit);
       if (unit_interval(splitmix64(cell ^ el.generation)) < m_ber) {
         val ^= 1u << bit;
         m_flipped[g] += 1;
@@ -205,7 +216,7 @@ std::uint32_t functional_run::flip(std::uint32_t word, unsigned bits, unsigned l
       continue;
     }
     if (!(val >> bit & 1u)) continue;  // a discharged cell (0) has nothing to lose
-    const std::uint64_t cell = splitmix64(m_fault_seed ^ splitmix64((a << 4) | bit));
+    const std::uint64_t cell = kv_cell(l, v, elem, bit);
     // Exposure: the longest time the cell went without a write or refresh since its write.
     const unsigned qb = bits == 16 ? bit : msb ? 15 : 0;  // the bit the refresh policy's groups know
     double I = m_refresh ? m_refresh->bit_interval_s(high, qb) : 0.0;
@@ -242,7 +253,7 @@ void functional_run::inject(std::uint64_t addr, unsigned char* data, std::uint64
         const bool high = pos < h.score.size() && h.score[pos] > h.threshold;
         const std::uint16_t stored = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
         const std::uint16_t word = to_format(stored, m_kv_format, m_kv_scale);
-        const std::uint16_t val = std::uint16_t(flip(word, 16, l, v, elem, a, high, now));
+        const std::uint16_t val = std::uint16_t(flip(word, 16, l, v, elem, high, now));
         if (val == word) continue;  // no flip: read as stored
         const std::uint16_t out = from_format(val, m_kv_format, m_kv_scale);
         data[a - addr] = static_cast<unsigned char>(out & 0xff);

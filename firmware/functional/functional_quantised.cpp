@@ -112,7 +112,7 @@ void functional_run::read_quantised(std::uint64_t addr, unsigned char* data, std
         std::uint32_t code = m_kv_fmt.quantise(fn::from_half(stored), p);
         if (faults && l < m_kv_on_chip) {
           const bool high = pos < h.score.size() && h.score[pos] > h.threshold;
-          code = flip(code, bits, l, v, elem, a, high, now);
+          code = flip(code, bits, l, v, elem, high, now);
         }
         const std::uint16_t out = fn::to_half(m_kv_fmt.dequantise(code, p));
         data[a - addr] = static_cast<unsigned char>(out & 0xff);

@@ -139,12 +139,18 @@ class functional_run : public functional_hooks, public fn::memory_port {
   // The scale and zero point of each channel of key group j (positions [jG, jG + G)) of a head.
   const std::vector<kv_format::group_params>& key_group(unsigned l, unsigned b, unsigned kvh, std::uint64_t j);
   // Flips the faulty bits of a stored word of `bits` bits (a 16-bit format's word or an integer
-  // code) of element `elem` at `a` in on-chip layer l's K (v = 0) or V; counts them by group.
+  // code) of element `elem` of on-chip layer l's K (v = 0) or V; counts them by group.
   // flip()'s last (exposure, failure probability) per (high-score group, bit); zero-initialised,
   // which is right as it stands: no cell has failed after no exposure.
   std::array<std::array<std::pair<double, double>, 16>, 2> m_fail_cache{};
-  std::uint32_t flip(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem, std::uint64_t a,
-                     bool high, double now);
+  std::uint32_t flip(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem, bool high,
+                     double now);
+  // A cell's uniform draw (its retention time's quantile, or the seed of its bit errors), a pure
+  // function of the fault seed and the cell's place in its array: which KV layer and half and
+  // which element (or the activation arena's byte offset), and the bit. Not of the system's
+  // address map: moving a memory in the address map leaves its cells' draws as they are.
+  std::uint64_t kv_cell(unsigned l, int v, std::uint64_t elem, unsigned bit) const;
+  std::uint64_t act_cell(std::uint64_t offset, unsigned bit) const;
   void update_kept(const pass_info& p);
   // The softmax of a banded prefill's block (m_attn): its rows' window masks, the probabilities.
   void band_softmax(fn::desc& d);

@@ -138,11 +138,11 @@ class functional_run : public functional_hooks, public fn::memory_port {
   void read_quantised(std::uint64_t addr, unsigned char* data, std::uint64_t len);
   // The scale and zero point of each channel of key group j (positions [jG, jG + G)) of a head.
   const std::vector<kv_format::group_params>& key_group(unsigned l, unsigned b, unsigned kvh, std::uint64_t j);
-  // Flips the faulty bits of a stored word of `bits` bits (a 16-bit format's word or an integer
-  // code) of element `elem` of on-chip layer l's K (v = 0) or V; counts them by group.
   // flip()'s last (exposure, failure probability) per (high-score group, bit); zero-initialised,
   // which is right as it stands: no cell has failed after no exposure.
   std::array<std::array<std::pair<double, double>, 16>, 2> m_fail_cache{};
+  // Flips the faulty bits of a stored word of `bits` bits (a 16-bit format's word or an integer
+  // code) of element `elem` of on-chip layer l's K (v = 0) or V; counts them by group.
   std::uint32_t flip(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem, bool high,
                      double now);
   // A cell's uniform draw (its retention time's quantile, or the seed of its bit errors), a pure

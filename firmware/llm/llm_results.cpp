@@ -131,13 +131,15 @@ void llm_workload::add_results(nlohmann::json& r) const {
                {"high_score_bytes", kv.high_bytes},
                {"low_score_bytes", kv.low_bytes}};
     if (m_recompute) r["kv"]["recompute"] = m_recompute->results();
-  } else {  // full: every token of every sequence, in every layer
-    const double tokens = double(m_batch) * double(m_context + m_decode);
+  } else {  // full: every token of every sequence, in every layer (a windowed layer's last W)
+    const std::uint64_t tokens = m_context + m_decode;
+    double kept = 0;
+    for (unsigned l = 0; l < m_model.layers; ++l) kept += double(m_model.kv_slots(l, tokens));
     r["kv"] = {{"policy", "full"},
                {"budget_tokens", 0},
-               {"tokens_kept", tokens * m_model.layers},
+               {"tokens_kept", double(m_batch) * kept},
                {"tokens_as_x", 0},
-               {"kv_bytes_stored", tokens * m_model.layers * double(m_model.kv_bytes_per_token_layer())},
+               {"kv_bytes_stored", double(m_batch) * double(m_model.kv_bytes_held(tokens))},
                {"x_bytes_stored", 0},
                {"recompute_macs", 0},
                {"high_score_bytes", nullptr},

@@ -84,10 +84,7 @@ double model_shape::decode_weight_bytes(std::uint64_t batch) const {
 
 std::uint64_t model_shape::kv_bytes_held(std::uint64_t tokens) const {
   std::uint64_t held = 0;
-  for (unsigned l = 0; l < layers; ++l) {
-    const unsigned w = window(l);
-    held += (w ? std::min<std::uint64_t>(tokens, w) : tokens) * kv_bytes_per_token_layer();
-  }
+  for (unsigned l = 0; l < layers; ++l) held += kv_slots(l, tokens) * kv_bytes_per_token_layer();
   return held;
 }
 

@@ -86,6 +86,9 @@ TEST_CASE("windowed layers: the prefill's band attention and the ring of the las
   // all 2048. KV bytes written: 22 x 512 + 4 x 2048 tokens, then the decode step's 26.
   const auto r = run({"workload.model=gemma3-1b", "workload.context_len=2048", "workload.decode_len=1"});
   CHECK(r["llm"]["kv_bytes_written"].get<double>() == Approx((22 * 512 + 4 * 2048 + 26) * 1024.0));
+  // What the full cache holds at the end: a local layer its last 512 tokens, a global one all 2049.
+  CHECK(r["kv"]["tokens_kept"].get<double>() == 22 * 512 + 4 * 2049);
+  CHECK(r["kv"]["kv_bytes_stored"].get<double>() == (22 * 512 + 4 * 2049) * 1024.0);
   // The band: a local layer's prefill attention is far cheaper than a global layer's.
   CHECK(r["activation_lifetimes"]["by_kind"].contains("k_band"));
   CHECK(r["llm"]["placement"].get<std::string>().find("per windowed layer, on chip first") != std::string::npos);

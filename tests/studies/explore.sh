@@ -118,6 +118,11 @@ had=$(sed -n 's/.*; \([0-9]*\) of 90 trials done.*/\1/p' "$out/resume.txt")
 # done, 0 to run"; a first run prints "0 already done").
 grep -Eq "[1-9][0-9]* already done, 0 to run" "$out/resume.txt" || die "the resumed search simulated its designs again"
 ! grep -Eq "already done, [1-9][0-9]* to run" "$out/resume.txt" || die "the resumed search simulated designs again"
+# The front's neighbours the first run polished are still counted in the resumed study.
+nb() { sed -n "s/.*; \([0-9]*\) of them the front's neighbours.*/\1/p" "$1"; }
+first=$(nb "$out/search.txt"); again=$(nb "$out/resume.txt")
+[ -n "$first" ] && [ "$first" -gt 0 ] && [ -n "$again" ] && [ "$again" -ge "$first" ] \
+  || die "the front's neighbours: $first in the first run, $again counted after the resume"
 
 step "the HTML page in headless chromium"
 command -v chromium >/dev/null || die "chromium is missing (./scripts/setup-deps installs it)"

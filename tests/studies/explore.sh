@@ -108,6 +108,16 @@ assert 0 < len(sim) <= 10 < len(objs), f"{len(sim)} designs simulated of {len(ob
 print(f"from {len(sim)} simulated designs of {len(objs)} feasible")
 PY
 
+step "a cap below the estimated front is said"
+! grep -q "^note: search.max_simulated" "$out/search.txt" || die "the note on a cap that left no front design out"
+sed -e 's/^  max_simulated: 10$/  max_simulated: 5/' -e "s#^base: .*#base: $src/scenarios/studies/llm.yaml#" \
+  "$space" >"$out/cap5.yaml"
+grep -q "max_simulated: 5" "$out/cap5.yaml" || die "the cap-5 space was not written"
+"$explore" "$out/cap5.yaml" --out "$out/cap5" --kelle-vp "$vp" --workers 1 >"$out/cap5.txt"
+grep -q "^note: search.max_simulated 5 left [1-9][0-9]* of the estimated front's [0-9]* designs unsimulated" \
+  "$out/cap5.txt" || die "a cap below the estimated front is not said: $(grep -v '^ ' "$out/cap5.txt" | tail -3)"
+grep -q "^note: search.max_simulated 5" "$out/cap5/summary.txt" || die "summary.txt lacks the cap's note"
+
 step "resume: more trials on the same study"
 "$explore" "$space" --out "$out/search" --kelle-vp "$vp" --workers 2 --trials 90 >"$out/resume.txt"
 n=$(($(wc -l <"$out/search/trials.csv") - 1))

@@ -6,7 +6,10 @@
 #   - the search (NSGA-II screening with kelle-vp estimate on 2 worker processes sharing one
 #     journal, the designs near the front simulated, at most 10 of the feasible ones): its final
 #     front must be the exhaustive front, the same designs with the same simulated figures;
-#   - the search resumed with more trials (the study continues; nothing is simulated twice);
+#   - a cap (search.max_simulated 5) below the estimated front said in one note line, and no note
+#     when the cap left no front design out;
+#   - the search resumed with more trials (the study continues; nothing is simulated twice; the
+#     front's polished neighbours still counted);
 #   - the HTML page opened in headless chromium: the front's points are drawn;
 #   - each front design's scenario file accepted by kelle-vp check;
 #   - bad space files and bad --designs lines refused in one line naming the file and line.

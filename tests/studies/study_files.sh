@@ -11,8 +11,11 @@ studies=0; points=0; bad=()
 for f in "$src"/scenarios/studies/*.yaml; do
   name=$(basename "$f" .yaml)
   [ "$name" = llm ] && continue  # the studies' base scenario, not a study file
-  if "$src/scripts/sweep" "$f" --dry-run --workers 2 --kelle-vp "$vp" --out "$out/$name" \
-       >"$out/$name.txt" 2>"$out/$name.err"; then
+  check() { "$src/scripts/sweep" "$f" --dry-run --workers 2 --kelle-vp "$vp" --out "$out/$name" \
+              >"$out/$name.txt" 2>"$out/$name.err"; }
+  # A stale file fails every time; one failure followed by a pass is the host's (a check process
+  # lost under a loaded machine, seen once in a full parallel ctest run), said and not counted.
+  if check || { echo "study files: $name: failed once, checked again: $(tail -1 "$out/$name.err")" >&2; check; }; then
     n=$(grep -c " run " "$out/$name.txt" || true)
     [ "$n" -gt 0 ] || bad+=("$name: no point listed")
     points=$((points + n))

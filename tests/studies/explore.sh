@@ -8,11 +8,14 @@
 #     front must be the exhaustive front, the same designs with the same simulated figures;
 #   - a cap (search.max_simulated 5) below the estimated front said in one note line, and no note
 #     when the cap left no front design out;
+#   - the search stopped after half its trials (--no-simulate) and resumed: the same front as the
+#     uninterrupted search's;
 #   - the search resumed with more trials (the study continues; nothing is simulated twice; the
 #     front's polished neighbours still counted);
 #   - the HTML page opened in headless chromium: the front's points are drawn;
 #   - each front design's scenario file accepted by kelle-vp check;
-#   - bad space files and bad --designs lines refused in one line naming the file and line.
+#   - bad space files and bad --designs lines refused in one line naming the file and line (the
+#     other kinds of bad space file and results folder: tests/scripts/, under pytest).
 # About a minute on 2 cores.
 #   explore.sh KELLE_VP SRC OUT
 set -euo pipefail
@@ -109,6 +112,21 @@ print(f"the search's front equals the exhaustive front: {len(a)} designs, same s
 sim = [r for r in csv.DictReader(open(f"{out}/search/simulated.csv")) if not r["label"]]
 assert 0 < len(sim) <= 10 < len(objs), f"{len(sim)} designs simulated of {len(objs)} feasible, expected at most 10"
 print(f"from {len(sim)} simulated designs of {len(objs)} feasible")
+PY
+
+step "a search stopped half way and resumed gives the uninterrupted search's front"
+"$explore" "$space" --out "$out/halves" --kelle-vp "$vp" --workers 1 --trials 36 --no-simulate >"$out/halves1.txt"
+"$explore" "$space" --out "$out/halves" --kelle-vp "$vp" --workers 1 >"$out/halves2.txt"
+grep -Eq "; (3[6-9]|[4-6][0-9]) of 72 trials done" "$out/halves2.txt" || die "the second half did not resume: $(head -2 "$out/halves2.txt")"
+/usr/bin/python3 - "$out" <<'PY'
+import csv, sys
+out = sys.argv[1]
+def front(folder):
+    return {r["design"]: (r["sim.latency"], r["sim.energy_per_token"], r["sim.area"])
+            for r in csv.DictReader(open(f"{out}/{folder}/front.csv"))}
+a, b = front("search"), front("halves")
+assert a == b, f"uninterrupted front {sorted(a)}, resumed front {sorted(b)}"
+print(f"the resumed search's front equals the uninterrupted one's: {len(a)} designs, the same simulated figures")
 PY
 
 step "a cap below the estimated front is said"

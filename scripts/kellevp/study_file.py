@@ -4,10 +4,24 @@ scenario: one YAML document; a key given twice in one map is an error naming the
 
   load(path) -> the document (dict, list, ...), or raises StudyFileError(where, message), where
   `where` is "FILE:LINE" (or FILE) and the message names the key path when there is one.
+  load(path, yaml12_numbers=True) also reads the exponent forms YAML 1.1 takes for text (`1e3`,
+  `2E-4`: numbers in YAML 1.2, in yaml-cpp and so in kelle-vp's scenarios) as numbers.
 
-Used by scripts/sweep and every other script that reads a study file (scripts/what-if-main).
+Used by scripts/sweep and every other script that reads a study file (scripts/what-if-main,
+scripts/edge-study, the space files of scripts/explore).
 """
+import re
+
 import yaml
+
+
+class Yaml12NumbersLoader(yaml.SafeLoader):
+    """PyYAML's safe loader (YAML 1.1), but `1e3` and `-2E-4` are numbers as in YAML 1.2."""
+
+
+Yaml12NumbersLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
 
 
 class StudyFileError(Exception):
@@ -58,7 +72,7 @@ def _check_keys(path, node):
                     stack.append((v, at))
 
 
-def load(path):
+def load(path, yaml12_numbers=False):
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -66,8 +80,9 @@ def load(path):
         raise StudyFileError(path, "is a folder, expected a study file (YAML)")
     except (OSError, UnicodeDecodeError) as e:
         raise StudyFileError(path, f"cannot read the file ({getattr(e, 'strerror', None) or e})")
+    loader = Yaml12NumbersLoader if yaml12_numbers else yaml.SafeLoader
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)  # one document: a second is an error
+        node = yaml.compose(text, Loader=loader)  # one document: a second is an error
     except yaml.YAMLError as e:
         raise _syntax_error(path, e)
     except RecursionError:
@@ -76,6 +91,6 @@ def load(path):
         return None
     _check_keys(path, node)
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=loader)
     except yaml.YAMLError as e:  # what only the construction finds (an unhashable key, say)
         raise _syntax_error(path, e, "YAML error")

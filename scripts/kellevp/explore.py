@@ -21,7 +21,6 @@ front, per workload), hypervolume.csv, front.png, front.html (interactive, offli
 front design as a scenario file `kelle-vp run` takes), summary.txt.
 """
 import argparse
-import csv
 import json
 import math
 import os
@@ -35,24 +34,13 @@ import warnings
 
 import yaml
 
-from . import InputError
+from . import ROOT
+from .cli import DEFAULT_KELLE_VP, Parser, entry, fail, write_csv
 from .pareto import front as pareto_front, hypervolume
 from .space import (SAMPLERS, MAX_TRIALS, MAX_WORKERS, SEED_LIMIT, WORKER_SEED_STRIDE, as_value,
-                    continuable, design_id, differences, identity, load_space, probe_designs, value_text)
+                    continuable, design_id, differences, identity, load_space, probe_designs, design_text)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAUNCHER = os.path.join(ROOT, "scripts", "explore")
-
-
-def fail(where, msg):
-    """Bad input, or a run that cannot go on: main() prints one line and exits with status 2."""
-    raise InputError(where, msg)
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):
-        print(f"explore: error: {message} (scripts/explore --help)", file=sys.stderr)
-        sys.exit(2)
 
 
 # ------------------------------------------------------------------------------- the two fidelities
@@ -72,12 +60,12 @@ def run_overrides(sp, design, workload):
 
 
 def study_text(v):
-    return {k: value_text(x) for k, x in v.items()}
+    return {k: design_text(x) for k, x in v.items()}
 
 
 def estimate(args, sp, jobs):
     """jobs: [(key, overrides)] -> {key: estimate or {"error": ...}} with one kelle-vp estimate."""
-    text = "".join(json.dumps({"id": k, "overrides": {kk: value_text(v) for kk, v in ov.items()}}) + "\n"
+    text = "".join(json.dumps({"id": k, "overrides": {kk: design_text(v) for kk, v in ov.items()}}) + "\n"
                    for k, ov in jobs)
     r = subprocess.run([args.kelle_vp, "estimate", sp.base, "--designs", "-"], input=text, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)
@@ -121,7 +109,7 @@ def quality_of(args, sp, design):
     scripts/quality-loss keeps its cache) and KELLE_VP (the simulator); its last line is the loss."""
     env = dict(os.environ, KELLE_EXPLORE_OUT=args.out, KELLE_VP=args.kelle_vp)
     where = sp.lines.where("constraints", "quality_command")
-    on = json.dumps({k: value_text(v) for k, v in design.items()})
+    on = json.dumps({k: design_text(v) for k, v in design.items()})
     r = subprocess.run(sp.quality_cmd, shell=True, input=json.dumps({**sp.overrides, **design}),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     if r.returncode != 0:
@@ -245,7 +233,7 @@ def screen(args, sp, study, show, count=None):
             bad = [e["error"] for e in es if "error" in e]
             did = design_id(d)
             t.set_user_attr("design_id", did)
-            t.set_user_attr("design", {k: value_text(v) for k, v in d.items()})
+            t.set_user_attr("design", {k: design_text(v) for k, v in d.items()})
             if bad:
                 t.set_user_attr("error", bad[0])
                 study.tell(t, state=optuna.trial.TrialState.FAIL)
@@ -382,20 +370,6 @@ def hypervolume_history(sp, rows):
     return out
 
 
-def write_csv(path, rows):
-    cols = []
-    for r in rows:
-        for k in r:
-            if k not in cols:
-                cols.append(k)
-    tmp = path + f".tmp{os.getpid()}"
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=cols)
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, path)
-
-
 def simulate(args, sp, designs, label):
     """Simulates designs (id -> overrides) x the workloads through scripts/sweep (points already
     simulated are kept); returns {(id, workload index): results.json}."""
@@ -421,16 +395,10 @@ def simulate(args, sp, designs, label):
     print(f"explore {sp.name}: simulating {len(designs)} design(s) x {len(sp.workloads)} workload(s) ({label})",
           flush=True)
     rc = subprocess.call(cmd)
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    import importlib.machinery
-    import importlib.util
-    loader = importlib.machinery.SourceFileLoader("sweep_mod", os.path.join(ROOT, "scripts", "sweep"))
-    spec = importlib.util.spec_from_loader("sweep_mod", loader)
-    sweep = importlib.util.module_from_spec(spec)
-    loader.exec_module(sweep)
+    from .sweep import point_id
     out = {}
     for key, p in index.items():
-        rp = os.path.join(args.out, "sim", sweep.point_id(p), "results.json")
+        rp = os.path.join(args.out, "sim", point_id(p), "results.json")
         if os.path.isfile(rp):
             with open(rp) as f:
                 out[key] = json.load(f)
@@ -515,14 +483,14 @@ def write_design_file(args, sp, r):
         parts = k.split(".")
         for p in parts[:-1]:
             node = node.setdefault(p, {})
-        node[parts[-1]] = yaml.safe_load(value_text(v)) if isinstance(v, str) else v
+        node[parts[-1]] = yaml.safe_load(design_text(v)) if isinstance(v, str) else v
     objs = ", ".join(f"{o} {r['sim'][o]:.4g}" for o in OBJ)
     with open(path, "w") as f:
         f.write(f"# Design {r['id']} of the front of scripts/explore {os.path.relpath(sp.path, ROOT)}:\n"
                 f"# simulated {objs} over the space's workloads. Run one of them:\n")
         w = sp.workloads[0]["overrides"]
         f.write("#   build/kelle-vp run " + os.path.relpath(path, ROOT) + " " +
-                " ".join(f"-p {k}={value_text(v)}" for k, v in w.items()) + "\n")
+                " ".join(f"-p {k}={design_text(v)}" for k, v in w.items()) + "\n")
         f.write(f"include: {os.path.relpath(sp.base, os.path.dirname(path))}\n")
         yaml.safe_dump(tree, f, sort_keys=False)
     return path
@@ -686,17 +654,14 @@ def no_feasible_design(sp, study, rows, refused):
             f"{sp.quality_max}")
 
 
-def main(argv=None):
+@entry("explore")
+def main(argv):
     """The command: 0 when the search ran, 2 with one line on standard error when the input is bad."""
-    try:
-        return run(argv)
-    except InputError as e:
-        print(e.line("explore"), file=sys.stderr)
-        return 2
+    return run(argv)
 
 
 def options(argv):
-    ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, prog="scripts/explore")
+    ap = Parser(prog="explore", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("space")
     ap.add_argument("--out", help="results folder (default results/explore/<name>)")
     ap.add_argument("--trials", type=int, help="screened trials in all (default: search.trials)")
@@ -707,7 +672,7 @@ def options(argv):
     ap.add_argument("--storage", choices=["journal", "sqlite"], default="journal",
                     help="the study's storage: a journal file (default; safe for workers on a shared file system) or SQLite")
     ap.add_argument("--no-simulate", action="store_true", help="screen only (no simulation, no front files)")
-    ap.add_argument("--kelle-vp", default=os.path.join(ROOT, "build", "kelle-vp"))
+    ap.add_argument("--kelle-vp", default=DEFAULT_KELLE_VP, metavar="PATH", help="the simulator (default build/kelle-vp)")
     ap.add_argument("--write-grid-study", metavar="FILE", help="write every design x workload as a study file and stop")
     ap.add_argument("--worker", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--worker-run", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -730,6 +695,9 @@ def options(argv):
 
 def run(argv):
     global OBJ
+    # Optuna's warnings are not the user's to read: the space's checks say what matters (a step
+    # that does not divide its range is refused before Optuna would adjust it and warn).
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"optuna\.")
     args = options(argv)
     sp = load_space(args.space)
     OBJ = sp.objectives
@@ -885,7 +853,7 @@ def platform_check(args, sp, overrides):
     """`kelle-vp check` of the base with the space's overrides and these: (exit status, last line)."""
     cmd = [args.kelle_vp, "check", sp.base]
     for k, v in list(sp.overrides.items()) + list(overrides.items()):
-        cmd += ["-p", f"{k}={value_text(v)}"]
+        cmd += ["-p", f"{k}={design_text(v)}"]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return r.returncode, (r.stderr.strip().splitlines() or [""])[-1].replace("kelle-vp: error: ", "")
 
@@ -906,7 +874,7 @@ def check_space(args, sp):
     w0 = sp.workloads[0]["overrides"]
     r = subprocess.run([args.kelle_vp, "estimate", sp.base, "--json"] +
                        [a for k, v in list(sp.overrides.items()) + list(w0.items())
-                        for a in ("-p", f"{k}={value_text(v)}")],
+                        for a in ("-p", f"{k}={design_text(v)}")],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     base_msg = None
     if r.returncode != 0:
@@ -916,14 +884,14 @@ def check_space(args, sp):
     probes = []  # (where, what, overrides, strict: any refusal is the file's)
     for p in sp.params:
         for v in (p.choices if p.kind == "choice" else [p.low, p.high]):
-            probes.append((sp.lines.where("parameters", p.key), f"parameters.{p.key} = {value_text(v)}",
+            probes.append((sp.lines.where("parameters", p.key), f"parameters.{p.key} = {design_text(v)}",
                            {**w0, p.key: v}, False))
     if sp.derived:
         for values in probe_designs(sp):
             d = sp.design(values)  # a name in arithmetic, a division by zero: the expression's error here
             for k in sp.derived:
-                probes.append((sp.lines.where("derived", k), f"derived.{k} = {value_text(d[k])} (with " +
-                               ", ".join(f"{p.key}={value_text(values[p.key])}" for p in sp.params
+                probes.append((sp.lines.where("derived", k), f"derived.{k} = {design_text(d[k])} (with " +
+                               ", ".join(f"{p.key}={design_text(values[p.key])}" for p in sp.params
                                          if p.key in sp.derived[k].refs) + ")", {**w0, **d}, k))
     for i, w in enumerate(sp.workloads):
         probes.append((sp.lines.where("workloads", i), f"workloads[{i}]", w["overrides"], True))
@@ -933,7 +901,7 @@ def check_space(args, sp):
                            {**w["overrides"], **ref["overrides"]}, True))
     seen, todo = set(), []
     for pr in probes:  # each distinct check once
-        key = json.dumps({k: value_text(v) for k, v in pr[2].items()}, sort_keys=True) + str(pr[3])
+        key = json.dumps({k: design_text(v) for k, v in pr[2].items()}, sort_keys=True) + str(pr[3])
         if key not in seen:
             seen.add(key)
             todo.append(pr)

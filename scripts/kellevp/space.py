@@ -15,6 +15,7 @@ Nothing here runs the simulator: the checks that need it (keys the platform know
 an LLM scenario) are scripts/explore's, through `kelle-vp check`.
 """
 import ast
+import decimal
 import difflib
 import hashlib
 import itertools
@@ -25,6 +26,7 @@ import os
 import re
 
 from . import InputError, study_file
+from .cli import value_text
 
 SPACE_KEYS = {"name", "description", "base", "overrides", "parameters", "derived", "constraints", "workloads",
               "objectives", "search", "references"}
@@ -47,6 +49,7 @@ DEFAULT_REFERENCES = [{"label": "Kelle+eDRAM (paper)", "overrides": {"system": "
 # Bounds that keep a search within what a user can mean and what the samplers take.
 MAX_WHOLE = 2 ** 53           # whole numbers: exact as floats (Optuna and NumPy compute in doubles)
 MAX_MAGNITUDE = 1e18          # any number's magnitude (a range's width stays finite)
+MAX_STEPS = 1e12             # a stepped range's values (more is a continuous range in all but name)
 MAX_GRID_DESIGNS = 100_000    # the grid sampler's and --write-grid-study's designs (x workloads for the latter)
 MAX_TRIALS = 1_000_000        # screened trials (about 1 ms each per workload)
 MAX_POPULATION = 100_000
@@ -59,20 +62,20 @@ MAX_WORKERS = 1024
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*")
 
 
-def value_text(v):
-    """A value as scripts/sweep writes it on the command line (the same text: the same point)."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
+
+
+def design_text(v):
+    """A design's value as text on kelle-vp's command line (cli.value_text), a whole-valued real as
+    a whole number (8.0: '8'): a design sampled as a real and one given as a whole number are the
+    same point."""
     if isinstance(v, float) and math.isfinite(v) and v == int(v) and abs(v) < 1e15:
         return str(int(v))
-    if isinstance(v, (list, dict)):
-        return json.dumps(v)
-    return str(v)
+    return value_text(v)
 
 
 def design_id(design):
     """A design's name in the results: a hash of its overrides' texts."""
-    text = json.dumps({k: value_text(v) for k, v in sorted(design.items())}, sort_keys=True)
+    text = json.dumps({k: design_text(v) for k, v in sorted(design.items())}, sort_keys=True)
     return "d" + hashlib.sha1(text.encode()).hexdigest()[:10]
 
 
@@ -160,7 +163,8 @@ class Param:
         if self.kind == "int":
             return (self.high - self.low) // (self.step or 1) + 1
         if self.step:
-            return int(round((self.high - self.low) / self.step)) + 1
+            return int((decimal.Decimal(str(self.high)) - decimal.Decimal(str(self.low))) //
+                       decimal.Decimal(str(self.step))) + 1
         return None
 
     def value(self, i):
@@ -169,7 +173,7 @@ class Param:
             return self.choices[i]
         if self.kind == "int":
             return self.low + i * (self.step or 1)
-        return min(self.high, round(self.low + i * self.step, 12))
+        return float(decimal.Decimal(str(self.low)) + i * decimal.Decimal(str(self.step)))  # as Optuna's grid
 
     def values(self):
         """Every value (a finite parameter), lazily."""
@@ -178,8 +182,8 @@ class Param:
     def index(self, v):
         """The index of value v, or None."""
         if self.kind == "choice":
-            texts = [value_text(c) for c in self.choices]
-            return texts.index(value_text(v)) if value_text(v) in texts else None
+            texts = [design_text(c) for c in self.choices]
+            return texts.index(design_text(v)) if design_text(v) in texts else None
         if not number(v) or self.count() is None:
             return None
         i = int(round((v - self.low) / (self.step or 1)))
@@ -206,7 +210,7 @@ class Param:
     def spec(self):
         """The parameter as data (the results folder's record of the space)."""
         if self.kind == "choice":
-            return {"choices": [value_text(c) for c in self.choices]}
+            return {"choices": [design_text(c) for c in self.choices]}
         return {"range": [self.low, self.high], "step": self.step, "log": self.log, "kind": self.kind}
 
 
@@ -245,7 +249,7 @@ def parse_param(lines, key, spec):
                     raise InputError(w, f"{kp}.choices[{i}]: expected a name (one line of text), got {c!r}")
             elif not isinstance(c, bool):
                 check_number(c, w, f"{kp}.choices[{i}]")
-        if len(set(map(value_text, ch))) != len(ch):
+        if len(set(map(design_text, ch))) != len(ch):
             raise InputError(cw, f"{kp}.choices: a value is given twice")
         for k in ("step", "log"):
             if k in spec:
@@ -272,13 +276,18 @@ def parse_param(lines, key, spec):
     if log and (low <= 0 or step is not None):
         raise InputError(lines.where("parameters", key, "log"), f"{kp}.log: needs low > 0 and no step")
     is_int = whole(low) and whole(high) and (step is None or whole(step))
+    if step is not None and (high - low) / step > MAX_STEPS:
+        raise InputError(sw, f"{kp}.step: {step} makes {(high - low) / step:.3g} values of [{low}, {high}], at most "
+                             f"{MAX_STEPS:.0e}: give a coarser step, or none (a continuous range)")
     if step is not None:
-        q = (high - low) / step
-        if is_int and (high - low) % step or not is_int and abs(q - round(q)) > 1e-9 * max(1.0, q):
-            last = low + math.floor(q + 1e-9) * step
+        # In decimal, as the numbers are written (and as Optuna checks them): 0.1 divides 0.3.
+        width, dstep = decimal.Decimal(str(high)) - decimal.Decimal(str(low)), decimal.Decimal(str(step))
+        if width % dstep != 0:
+            q = width / dstep
+            last = decimal.Decimal(str(low)) + (width // dstep) * dstep
             raise InputError(sw, f"{kp}.step: {step} does not divide the range [{low}, {high}] (width / step = "
-                                 f"{q:.6g}): its last value would be {last:.12g}, not {high}; give a high of "
-                                 f"{last:.12g} or a step that divides the width")
+                                 f"{float(q):.6g}): its last value would be {float(last):.12g}, not {high}; give a "
+                                 "high that is low + a whole number of steps, or a step that divides the width")
     if is_int:
         return Param(key, "int", low, high, step, log)
     return Param(key, "float", float(low), float(high), float(step) if step is not None else None, log)
@@ -366,7 +375,7 @@ class Expr:
         return self._checked(v, values)
 
     def _fail(self, what, values):
-        at = ", ".join(f"{r}={value_text(values[r])}" for r in self.refs)
+        at = ", ".join(f"{r}={design_text(values[r])}" for r in self.refs)
         raise InputError(self.where, f"{self.kp}: '{self.shown}' {what}" + (f" (with {at})" if at else ""))
 
     def _checked(self, v, values):
@@ -384,7 +393,7 @@ class Expr:
             v = env[int(n.id[2:])]
             if not number(v):
                 self._fail(f"uses '${{{self.refs[int(n.id[2:])]}}}' in arithmetic, but its value is "
-                           f"{'a boolean' if isinstance(v, bool) else 'a name'} ({value_text(v)!r}): arithmetic "
+                           f"{'a boolean' if isinstance(v, bool) else 'a name'} ({design_text(v)!r}): arithmetic "
                            "needs numbers (a reference alone may name a choice)", values)
             return v
         if isinstance(n, ast.UnaryOp):
@@ -402,14 +411,14 @@ class Expr:
         b = self._eval(n.right, env)
         op = type(n.op)
         if op in (ast.Div, ast.FloorDiv, ast.Mod) and b == 0:
-            self._fail(f"divides by zero ({value_text(a)} {OPTEXT[op]} 0)", values)
+            self._fail(f"divides by zero ({design_text(a)} {OPTEXT[op]} 0)", values)
         if op is ast.Pow:
             if a == 0 and b < 0:
-                self._fail(f"divides by zero (0 ** {value_text(b)})", values)
+                self._fail(f"divides by zero (0 ** {design_text(b)})", values)
             if a < 0 and not whole(b) and b != int(b):
-                self._fail(f"raises a negative number to a fractional power ({value_text(a)} ** {b})", values)
+                self._fail(f"raises a negative number to a fractional power ({design_text(a)} ** {b})", values)
             if abs(a) > 1 and b * math.log10(abs(a)) > 18.5:
-                self._fail(f"is out of range ({value_text(a)} ** {value_text(b)} exceeds 1e18)", values)
+                self._fail(f"is out of range ({design_text(a)} ** {design_text(b)} exceeds 1e18)", values)
         try:
             v = BINOPS[op](a, b)
         except (OverflowError, ZeroDivisionError, ValueError) as e:
@@ -607,7 +616,7 @@ def load_space(path):
             if k in known or k in sp.derived:
                 raise InputError(lines.where("workloads", i, k), f"workloads[{i}].{k}: is a parameter of the space; "
                                  "a workload sets what the designs run, not the designs")
-        label = label or "/".join(value_text(v) for v in w.values())
+        label = label or "/".join(design_text(v) for v in w.values())
         sp.workloads.append({"label": str(label), "overrides": w, "weight": float(weight)})
     if len({w["label"] for w in sp.workloads}) != len(sp.workloads):
         raise InputError(lines.where("workloads"), "workloads: two workloads are the same (give them distinct keys "
@@ -728,11 +737,11 @@ def identity(sp):
         "name": sp.name,
         "base": sp.base,
         "base_sha256": sp.base_sha,
-        "overrides": {k: value_text(v) for k, v in sp.overrides.items()},
+        "overrides": {k: design_text(v) for k, v in sp.overrides.items()},
         "parameters": {p.key: p.spec() for p in sp.params},
         "derived": {k: e.text for k, e in sp.derived.items()},
         "workloads": [{"label": w["label"], "weight": w["weight"],
-                       "overrides": {k: value_text(v) for k, v in w["overrides"].items()}} for w in sp.workloads],
+                       "overrides": {k: design_text(v) for k, v in w["overrides"].items()}} for w in sp.workloads],
         "objectives": list(sp.objectives),
         "constraints": {"area_mm2_max": sp.area_max, "dram_fit": sp.dram_fit, "quality_loss_max": sp.quality_max,
                         "quality_command": sp.quality_cmd},
@@ -744,7 +753,7 @@ def continuable(sp):
     """What a resumed search may change (it says so): more trials, the refinement's settings, the
     references, the description."""
     return {"trials": sp.trials, "margin": sp.margin, "rounds": sp.rounds, "max_simulated": sp.max_simulated,
-            "references": [{"label": r["label"], "overrides": {k: value_text(v) for k, v in r["overrides"].items()}}
+            "references": [{"label": r["label"], "overrides": {k: design_text(v) for k, v in r["overrides"].items()}}
                            for r in sp.references],
             "description": sp.description}
 

@@ -59,6 +59,12 @@ BAD = [
      5, r"step: 0.35 does not divide the range \[0, 1\] .*its last value would be 0.7, not 1"),
     ("int_step_not_dividing", HEAD + "parameters:\n  system.compute.rsa.rows: {range: [8, 64], step: 10}\n", 5,
      r"step: 10 does not divide the range \[8, 64\] .*its last value would be 58, not 64"),
+    ("step_wider_than_range", HEAD + "parameters:\n  system.memories.weight_sram.capacity_MiB: {range: [0.25, 0.5], "
+     "step: 845541638406144.0}\n", 5, r"step: 845541638406144.0 does not divide the range \[0.25, 0.5\]"),
+    ("step_binary_fraction", HEAD + "parameters:\n  system.memories.weight_sram.capacity_MiB: {range: [0.25, 0.5], "
+     "step: 5.960464477539063e-08}\n", 5, r"step: 5.960464477539063e-08 does not divide"),
+    ("step_tiny", HEAD + "parameters:\n  system.memories.weight_sram.capacity_MiB: {range: [0.25, 0.5], step: 1e-300}\n",
+     5, r"step: 1e-300 makes 2.5e\+299 values of \[0.25, 0.5\], at most 1e\+12"),
     ("huge_grid", HEAD + "parameters:\n  system.compute.rsa.rows: {range: [1, 100000000]}\n"
      "  system.compute.rsa.cols: {range: [1, 1000]}\nsearch:\n  sampler: grid\n", 4,
      r"parameters: search.sampler grid: the grid has 100,000,000,000 designs \(100000000 x 1000\), at most 100,000"),
@@ -158,3 +164,18 @@ def test_grid_is_lazy(space_file):
     with pytest.raises(InputError, match="the grid has 1,000,000,000,000 designs"):
         sp.check_grid("--write-grid-study")
     assert sp.params[0].neighbours(500000) == [499999, 500001]
+
+
+def test_error_is_one_line(space_file):
+    # a key with a line break in it (found by the property test): the error line escapes it
+    path = space_file(HEAD + 'parameters:\n  system.compute.rsa.rows: {"\\r": 0, "\\n": 1}\n')
+    with pytest.raises(InputError) as e:
+        load_space(path)
+    line = e.value.line("explore")
+    assert "\n" not in line and "\r" not in line and "\\r" in line, line
+
+
+def test_decimal_steps(space_file):
+    # 0.1 divides 0.3 as written (a binary float would say 0.30000000000000004 / 0.1 is not whole)
+    sp = load_space(space_file(HEAD + "parameters:\n  system.memories.weight_sram.capacity_MiB: {range: [0, 0.3], step: 0.1}\n"))
+    assert list(sp.params[0].values()) == [0.0, 0.1, 0.2, 0.3]

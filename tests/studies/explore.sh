@@ -35,13 +35,11 @@ step "the estimate moves the simulation's bytes"
 # activation eDRAM (bytes x energy per byte: the operands the firmware moves, where it puts them)
 # within 1 % of the simulated ones.
 /usr/bin/python3 - "$vp" "$src" "$out" <<'PY'
-import importlib.machinery, importlib.util, json, subprocess, sys
+import json, subprocess, sys
 import yaml
 vp, src, out = sys.argv[1:4]
-loader = importlib.machinery.SourceFileLoader("sweep", f"{src}/scripts/sweep")
-spec = importlib.util.spec_from_loader("sweep", loader)
-sweep = importlib.util.module_from_spec(spec)
-loader.exec_module(sweep)
+sys.path.insert(0, f"{src}/scripts")
+from kellevp import sweep
 grid = yaml.safe_load(open(f"{out}/grid.yaml"))
 lines = [json.dumps({"id": i, "overrides": {**grid["overrides"], **p}}) for i, p in enumerate(grid["points"])]
 r = subprocess.run([vp, "estimate", f"{src}/scenarios/studies/llm.yaml", "--designs", "-"], input="\n".join(lines),

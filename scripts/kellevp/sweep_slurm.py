@@ -25,6 +25,8 @@ import subprocess
 import sys
 import time
 
+from .cli import fail
+
 IN_FLIGHT = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED",
              "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD"}
 FAILED_STATES = {"FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
@@ -36,7 +38,8 @@ POLL_S = float(os.environ.get("SWEEP_SLURM_POLL_S", "2"))
 
 
 def error(msg):
-    sys.exit(f"sweep: error: {msg}")
+    """An option or a cluster that cannot take the study: one line, exit status 2 (cli.fail)."""
+    fail(msg)
 
 
 def check_options(args):
@@ -273,6 +276,16 @@ def last_line(folder):
         return ""
 
 
+def outcome(state, job, failed, when, other):
+    """A point that did not finish, by its job's Slurm state: failed (a state of FAILED_STATES),
+    cancelled (then missing: run again) or otherwise not done (missing)."""
+    if state in FAILED_STATES:
+        return ("failed", failed, job)
+    if state == "CANCELLED":
+        return ("missing", f"cancelled {when} (CANCELLED)", job)
+    return ("missing", other, job)
+
+
 def classify(study, rec, states=None):
     """Per point: (kind, note, task): kind done | queued | failed | missing."""
     tasks = {}
@@ -302,20 +315,12 @@ def classify(study, rec, states=None):
             result[pid] = ("failed", f"{slurm}exit {rc}: {last_line(folder) or 'no log'}", ran)
         elif st and st[0] in ("running", "killed"):
             sig = f" (signal {st[4]})" if len(st) >= 5 and st[3] == "signal" else ""
-            if state in FAILED_STATES:
-                result[pid] = ("failed", f"{state}{sig}: {last_line(folder) or 'no log'}", ran)
-            elif state == "CANCELLED":
-                result[pid] = ("missing", "cancelled while running (CANCELLED)", ran)
-            else:
-                result[pid] = ("missing", f"interrupted ({state or 'no Slurm record'})", ran)
+            result[pid] = outcome(state, ran, f"{state}{sig}: {last_line(folder) or 'no log'}", "while running",
+                                  f"interrupted ({state or 'no Slurm record'})")
         elif latest:
             state = known.get(latest)
-            if state in FAILED_STATES:
-                result[pid] = ("failed", f"{state} before it started (see {rec.dir}/{latest}.out)", latest)
-            elif state == "CANCELLED":
-                result[pid] = ("missing", "cancelled before it started (CANCELLED)", latest)
-            else:
-                result[pid] = ("missing", f"not run ({state or 'no Slurm record'})", latest)
+            result[pid] = outcome(state, latest, f"{state} before it started (see {rec.dir}/{latest}.out)",
+                                  "before it started", f"not run ({state or 'no Slurm record'})")
         else:
             result[pid] = ("missing", "not run", None)
     return result

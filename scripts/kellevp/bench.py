@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 
-from . import ROOT  # noqa: E402  (the source tree)
+from . import ROOT
 from .cli import Parser, add_kelle_vp, entry, fail, kelle_vp
 
 # The full cache and no refresh policy on every system (the platform's speed, comparable across

@@ -21,8 +21,8 @@ import os
 import subprocess
 from collections import defaultdict
 
-from . import ROOT  # noqa: E402  (the source tree)
-from . import study_file  # noqa: E402  (the strict study-file reader every script uses)
+from . import ROOT
+from .sweep import load_study
 from .cli import Parser, add_kelle_vp, entry, fail, kelle_vp, output_folder, run_argv
 from .stats import geomean
 
@@ -44,22 +44,12 @@ def sweep(study, out, workers, vp):
         fail(f"the sweep of {study} did not complete (its failed points are listed above)")
 
 
-def points_of(study):
-    """The study's points: (id, {key: value}) with its overrides, as scripts/sweep forms them."""
-    path = os.path.join(ROOT, "scenarios", "studies", study + ".yaml")
-    try:
-        s = study_file.load(path)
-    except study_file.StudyFileError as e:
-        fail(str(e))
-    return s
-
-
 def estimate(study, rows, vp):
-    """The first-order estimate of each row's point (one kelle-vp process per study)."""
-    s = points_of(study)
-    base = os.path.join(os.path.dirname(os.path.join(ROOT, "scenarios", "studies", study + ".yaml")), s["base"])
-    cmd = run_argv(vp, base, overrides=s.get("overrides", {}), verb="estimate") + ["--designs", "-"]
-    axes = list(s["axes"].keys())
+    """The first-order estimate of each row's point (one kelle-vp process per study, the study read
+    as scripts/sweep reads it)."""
+    _, base, overrides, axes, _, _ = load_study(os.path.join(ROOT, "scenarios", "studies", study + ".yaml"))
+    cmd = run_argv(vp, base, overrides=overrides, verb="estimate") + ["--designs", "-"]
+    axes = list(axes)
     lines = []
     for r in rows:
         lines.append(json.dumps({k: (int(r[k]) if k == "workload.batch" else r[k]) for k in axes}))

@@ -35,7 +35,7 @@ import warnings
 import yaml
 
 from . import ROOT
-from .cli import DEFAULT_KELLE_VP, Parser, entry, fail, write_csv
+from .cli import DEFAULT_KELLE_VP, Parser, entry, fail, run_argv, write_csv
 from .pareto import front as pareto_front, hypervolume
 from .space import (SAMPLERS, MAX_TRIALS, MAX_WORKERS, SEED_LIMIT, WORKER_SEED_STRIDE, as_value,
                     continuable, design_id, differences, identity, load_space, probe_designs, design_text)
@@ -67,8 +67,8 @@ def estimate(args, sp, jobs):
     """jobs: [(key, overrides)] -> {key: estimate or {"error": ...}} with one kelle-vp estimate."""
     text = "".join(json.dumps({"id": k, "overrides": {kk: design_text(v) for kk, v in ov.items()}}) + "\n"
                    for k, ov in jobs)
-    r = subprocess.run([args.kelle_vp, "estimate", sp.base, "--designs", "-"], input=text, stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True)
+    r = subprocess.run(run_argv(args.kelle_vp, sp.base, verb="estimate") + ["--designs", "-"], input=text,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0:
         msg = [l for l in r.stderr.splitlines() if l.strip()]
         fail("kelle-vp estimate", msg[-1] if msg else f"exit status {r.returncode}")
@@ -851,9 +851,8 @@ def run(argv):
 
 def platform_check(args, sp, overrides):
     """`kelle-vp check` of the base with the space's overrides and these: (exit status, last line)."""
-    cmd = [args.kelle_vp, "check", sp.base]
-    for k, v in list(sp.overrides.items()) + list(overrides.items()):
-        cmd += ["-p", f"{k}={design_text(v)}"]
+    cmd = run_argv(args.kelle_vp, sp.base, verb="check",
+                   overrides=[(k, design_text(v)) for k, v in list(sp.overrides.items()) + list(overrides.items())])
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return r.returncode, (r.stderr.strip().splitlines() or [""])[-1].replace("kelle-vp: error: ", "")
 
@@ -872,10 +871,9 @@ def check_space(args, sp):
     `kelle-vp check`; the quality command is there."""
     import concurrent.futures as cf
     w0 = sp.workloads[0]["overrides"]
-    r = subprocess.run([args.kelle_vp, "estimate", sp.base, "--json"] +
-                       [a for k, v in list(sp.overrides.items()) + list(w0.items())
-                        for a in ("-p", f"{k}={design_text(v)}")],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    r = subprocess.run(run_argv(args.kelle_vp, sp.base, verb="estimate", overrides=[
+        (k, design_text(v)) for k, v in list(sp.overrides.items()) + list(w0.items())]) + ["--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     base_msg = None
     if r.returncode != 0:
         base_msg = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1].replace("kelle-vp: error: ", "")

@@ -26,7 +26,7 @@ import os
 import struct
 import tempfile
 
-from . import ROOT  # noqa: E402  (the source tree)
+from . import ROOT
 from .cli import add_kelle_vp, checked_run, entry, kelle_vp, output_folder, parser
 
 # The study's model and workload (assumptions: small enough to run in well under a second per

@@ -40,12 +40,11 @@ import fcntl
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import time
 
-from . import ROOT  # noqa: E402  (the source tree)
-from .cli import entry, fail, parser
+from . import ROOT
+from .cli import entry, execute, fail, kelle_vp, parser, run_argv
 from .space import design_text
 # Policy keys that only the timing mode's subset bookkeeping reads (functional mode refuses them).
 TIMING_ONLY = {"policy.exact_sequences", "policy.exact_layers", "policy.exact_heads"}
@@ -147,24 +146,17 @@ def main(argv):
     with Locked(os.path.join(runs, f"{key}.lock")):
         rec = cached(cache, key)
         if rec is None:
-            if not (os.path.isfile(a.kelle_vp) and os.access(a.kelle_vp, os.X_OK)):
-                fail("--kelle-vp", f"{a.kelle_vp} is not an executable (build first: ./scripts/build)")
+            vp = kelle_vp(a.kelle_vp)
             folder = os.path.join(runs, key)
-            cmd = [a.kelle_vp, "run", base, "-o", folder, "--force"]
-            for o in a.p:
-                cmd += ["-p", o]
-            for k, v in keys.items():
-                cmd += ["-p", f"{k}={v}"]
+            cmd = run_argv(vp, base, folder, a.p + list(keys.items()))
             t0 = time.time()
             os.makedirs(folder, exist_ok=True)
             with open(os.path.join(folder, "command.txt"), "w") as f:
                 f.write(" ".join(cmd) + "\n")
-            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            if r.returncode != 0:
-                last = [l for l in r.stdout.splitlines() if l.strip()]
+            res, why = execute(cmd, folder)
+            if res is None:
                 fail("kelle-vp run " + os.path.relpath(base, ROOT) + " " +
-                     " ".join(f"-p {k}={v}" for k, v in keys.items()),
-                     last[-1] if last else f"exit status {r.returncode}")
+                     " ".join(f"-p {k}={v}" for k, v in keys.items()), why)
             rec = record_of(os.path.join(folder, "results.json"), keys, key, time.time() - t0)
             with Locked(cache + ".lock"):
                 with open(cache, "a") as f:

@@ -34,7 +34,7 @@ import subprocess
 from statistics import median
 from collections import defaultdict
 
-from . import ROOT  # noqa: E402  (the source tree)
+from . import ROOT
 from .cli import add_kelle_vp, entry, fail, output_folder, parser
 STUDIES = ["budget", "policies", "sinks", "refresh", "ber", "ber_seeds"]
 

@@ -62,8 +62,6 @@ MAX_WORKERS = 1024
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*")
 
 
-
-
 def design_text(v):
     """A design's value as text on kelle-vp's command line (cli.value_text), a whole-valued real as
     a whole number (8.0: '8'): a design sampled as a real and one given as a whole number are the
@@ -104,10 +102,6 @@ def whole(v):
 def near(word, choices):
     m = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1)
     return f"; did you mean '{m[0]}'?" if m else ""
-
-
-def key_path(*path):
-    return ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in path).replace(".[", "[")
 
 
 class Lines:

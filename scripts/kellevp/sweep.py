@@ -31,7 +31,7 @@ import sys
 import time
 
 from . import ROOT, study_file
-from .cli import add_kelle_vp, entry, fail, flat, parser, value_text, write_csv
+from .cli import add_kelle_vp, entry, fail, flat, parser, run_argv, value_text, write_csv
 
 STUDY_KEYS = {"name", "description", "base", "overrides", "axes", "points", "quality"}
 QUALITY_KEYS = {"base", "overrides", "keys"}
@@ -261,22 +261,15 @@ def main(argv):
     def command(point, folder):
         # The run's output goes to its log file, not a terminal: no progress lines (and no
         # workload key that a workload without progress, such as traffic, would refuse).
-        cmd = [args.kelle_vp, "run", base, "-o", folder, "--force"]
-        for k, v in list(overrides.items()) + list(point.items()):
-            cmd += ["-p", f"{k}={value_text(v)}"]
-        for o in args.p:
-            cmd += ["-p", o]
-        return cmd
+        return run_argv(args.kelle_vp, base, folder, list(overrides.items()) + list(point.items()) + args.p)
 
     def quality_command(point, folder):
         """The quality run of a point: the quality scenario, its overrides, then the point's (and
         the study's) values of the quality keys."""
         qbase, qover, keys = quality
         given = {**overrides, **point}
-        cmd = [args.kelle_vp, "run", qbase, "-o", os.path.join(folder, "quality"), "--force"]
-        for k, v in list(qover.items()) + [(k, given[k]) for k in keys if k in given]:
-            cmd += ["-p", f"{k}={value_text(v)}"]
-        return cmd
+        return run_argv(args.kelle_vp, qbase, os.path.join(folder, "quality"),
+                        list(qover.items()) + [(k, given[k]) for k in keys if k in given])
 
     def complete(folder):
         return os.path.isfile(os.path.join(folder, "results.json")) and (

@@ -38,7 +38,7 @@ import struct
 import subprocess
 import time
 
-from . import ROOT  # noqa: E402  (the source tree)
+from . import ROOT
 from .cli import entry, fail, parser
 PROG = "train-model"
 
@@ -74,7 +74,7 @@ def read_bible():
     if not exe:
         fail("no `bible` program: install Debian's bible-kjv and bible-kjv-text (scripts/setup-deps --train)")
     out = subprocess.run([exe, "-l100000", "gen1:1-rev22:21"], check=True, capture_output=True).stdout
-    books, chapters, verses = [], None, None
+    books, verses = [], None
     heading = re.compile(r"^(\S.*) (\d+)$")
     verse = re.compile(r"^\s+(\d+) (.*)$")
     for line in out.decode("ascii").split("\n"):

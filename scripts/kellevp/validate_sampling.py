@@ -29,7 +29,7 @@ import os
 import tempfile
 import time
 
-from . import ROOT  # noqa: E402  (the source tree)
+from . import ROOT
 from .cli import add_kelle_vp, checked_run, entry, kelle_vp, parser, run_argv
 
 # system, model, task: both attention kinds (multi-head: Llama2, OPT; grouped-query: the

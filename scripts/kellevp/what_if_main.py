@@ -24,20 +24,16 @@ import os
 import tempfile
 
 
-from . import ROOT  # noqa: E402  (the source tree)
-from . import study_file  # noqa: E402 (the study file read as scripts/sweep reads it)
-from .compare_paper import NAMES  # noqa: E402
-from .cli import add_kelle_vp, checked_run, entry, fail, kelle_vp, parser, run_argv
+from . import ROOT
+from .sweep import load_study
+from .compare_paper import NAMES
+from .cli import add_kelle_vp, checked_run, entry, kelle_vp, parser, run_argv
 
 
 def study_settings():
-    """The main study's overrides (scenarios/studies/main.yaml), as -p KEY=VALUE texts."""
-    try:
-        study = study_file.load(os.path.join(ROOT, "scenarios", "studies", "main.yaml"))
-    except study_file.StudyFileError as e:
-        fail(e.where, e.message)
-    text = lambda v: ("true" if v else "false") if isinstance(v, bool) else str(v)
-    return [f"{k}={text(v)}" for k, v in study["overrides"].items()]
+    """The main study's overrides (scenarios/studies/main.yaml), as (key, value) pairs."""
+    overrides = load_study(os.path.join(ROOT, "scenarios", "studies", "main.yaml"))[2]
+    return [(k, v) for k, v in overrides.items()]
 
 
 ONCHIP_CHEAP = ["tech.sram.access_energy_pJ_per_byte=18.59", "tech.edram.access_energy_pJ_per_byte=8.48"]

@@ -878,7 +878,7 @@ def check_space(args, sp):
     if r.returncode != 0:
         base_msg = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1].replace("kelle-vp: error: ", "")
         if "type: llm" in base_msg:
-            fail(sp.lines.where("base"), f"base: {os.path.relpath(sp.base)} is not an LLM scenario: {base_msg}")
+            fail(sp.lines.where("base"), f"base: {sp.base_text} is not an LLM scenario: {base_msg}")
     probes = []  # (where, what, overrides, strict: any refusal is the file's)
     for p in sp.params:
         for v in (p.choices if p.kind == "choice" else [p.low, p.high]):
@@ -915,7 +915,7 @@ def check_space(args, sp):
                     not isinstance(strict, str) or strict in msg):
                 fail(where, f"{what}: {msg}")
     if base_msg is not None:  # no probe names the cause: the base with the overrides is refused
-        fail(sp.lines.where("base"), f"base: {os.path.relpath(sp.base)} with the space's overrides and its first "
+        fail(sp.lines.where("base"), f"base: {sp.base_text} with the space's overrides and its first "
                                      f"workload is refused by the estimate: {base_msg}")
     if sp.quality_cmd:
         check_command(sp)

@@ -550,6 +550,7 @@ def load_space(path):
     bw = lines.where("base")
     if not isinstance(s["base"], str) or not s["base"]:
         raise InputError(bw, f"base: expected a scenario file name, got {s['base']!r}")
+    sp.base_text = s["base"]  # as the file gives it (errors say it so)
     sp.base = os.path.normpath(os.path.join(os.path.dirname(sp.path), s["base"]))
     if not os.path.isfile(sp.base):
         raise InputError(bw, f"base: file '{s['base']}' not found (looked at {sp.base})")

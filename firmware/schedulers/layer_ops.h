@@ -94,6 +94,11 @@ class layer_ops final : public scheduler_ops {
   // of those scores with `tokens` values. Also the first-order estimate's.
   static command qk_shape(std::uint64_t head_dim, std::uint64_t heads, std::uint64_t rows, std::uint64_t tokens);
   static command av_shape(std::uint64_t head_dim, std::uint64_t heads, std::uint64_t rows, std::uint64_t tokens);
+  // Latent attention's weighted sum: `seqs` products of `rows` score rows times n latents' first
+  // kv_lora_rank elements (operand b the cache, in its format). Fused (model_shape::latent_fused,
+  // the default) the latents are those the scores just read, held in the array's operand buffer
+  // (flag_b_held): it moves no KV bytes. The first-order estimate issues the same command.
+  static command latent_av_command(const model_shape& m, std::uint64_t seqs, std::uint64_t rows, std::uint64_t n);
   // The rule of score_heads(): KV heads per group of the attention so that the group's two
   // score buffers of `bytes_per_head` each fit `arena_free` bytes, down to one head.
   static std::uint64_t score_heads(std::uint64_t kv_heads, std::uint64_t bytes_per_head, std::uint64_t arena_free);
@@ -215,6 +220,7 @@ class layer_ops final : public scheduler_ops {
   // (q_nope x W_uk), scores over the cached latents and RoPE keys, softmax, the weighted sum of
   // the latents, each head's W_uv; the heads share the cache (groups of heads whose scores fit).
   ticket latent_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out);
+
   // With latent KV, W_O's rows are heads x v_head_dim, not the query width a scheduler passes as
   // its k: the rows of the projection whose weights are at `w` (`k` unless `w` is a layer's W_O).
   std::uint64_t rows_of(std::uint64_t w, std::uint64_t k) const;

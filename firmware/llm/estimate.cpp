@@ -643,8 +643,9 @@ nlohmann::json first_order_estimate::evaluate(const std::shared_ptr<config>& cfg
       if (dem > bound) bound = dem, bottleneck = d.blocks[i].name;
       no_overlap += dem;
     }
-    return nlohmann::json{{"latency_s", l.time_s}, {"bound_s", bound},           {"no_overlap_s", no_overlap},
-                          {"bottleneck", bottleneck}, {"dram_kv_bytes", l.dram_kv}, {"resources", res}};
+    return nlohmann::json{{"latency_s", l.time_s},     {"bound_s", bound},
+                          {"no_overlap_s", no_overlap}, {"bottleneck", bottleneck},
+                          {"dram_kv_bytes", l.dram_kv}, {"resources", res}};
   };
   ledger all;
   all.add(prefill, 1);

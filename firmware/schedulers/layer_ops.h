@@ -220,7 +220,6 @@ class layer_ops final : public scheduler_ops {
   // (q_nope x W_uk), scores over the cached latents and RoPE keys, softmax, the weighted sum of
   // the latents, each head's W_uv; the heads share the cache (groups of heads whose scores fit).
   ticket latent_attention(const tensor& q, const pass_info& pass, unsigned layer, const region& out);
-
   // With latent KV, W_O's rows are heads x v_head_dim, not the query width a scheduler passes as
   // its k: the rows of the projection whose weights are at `w` (`k` unless `w` is a layer's W_O).
   std::uint64_t rows_of(std::uint64_t w, std::uint64_t k) const;

@@ -80,6 +80,7 @@ struct ledger {
   std::array<double, max_res> rd{}, wr{}, cyc{}, J{};
   double time_s = 0;
   double kv_live_bit_s = 0, act_live_bit_s = 0;  // live on-chip bits x time (refresh)
+  double dram_kv = 0;  // bytes of the KV cache read from and written to the DRAM (traffic class kv)
   void add(const ledger& o, double w) {
     for (std::size_t i = 0; i < max_res; ++i) {
       rd[i] += w * o.rd[i];
@@ -90,6 +91,7 @@ struct ledger {
     time_s += w * o.time_s;
     kv_live_bit_s += w * o.kv_live_bit_s;
     act_live_bit_s += w * o.act_live_bit_s;
+    dram_kv += w * o.dram_kv;
   }
 };
 
@@ -152,6 +154,10 @@ class pass_eval {
     if (ob[1]) read(b, reps * static_cast<double>(ob[1]));
     if (ob[2]) write(cl, reps * static_cast<double>(ob[2]));
     if (ob[3]) read(dl, reps * static_cast<double>(ob[3]));
+    const int at[4] = {a, b, cl, dl};  // the cache's bytes in the DRAM, as the run counts them
+    for (unsigned o = 0; o < 4; ++o)
+      if (at[o] == m_d.dram && operand_class(c, static_cast<operand>(o)) == traffic_class::kv)
+        m_l.dram_kv += reps * static_cast<double>(ob[o]);
     m_cycles[static_cast<std::size_t>(block)] += reps * cost.cycles;
     m_l.cyc[static_cast<std::size_t>(block)] += reps * cost.cycles;
     m_l.J[static_cast<std::size_t>(block)] += reps * cost.energy_J;
@@ -197,12 +203,17 @@ class pass_eval {
     c.flags |= m_d.m.kv.command_bits();
     return c;
   }
-  // An SFU operation on rows x len elements (in `in`; `second` or the norm weights beside `in`).
-  void sfu(opcode op, std::uint64_t rows, std::uint64_t len, int in, int out, int second = none) {
+  // An SFU operation on rows x len elements (in `in`; `second` or the norm weights beside `in`),
+  // its operands of traffic class `kind` (the keys' RoPE in the cache: kv; as layer_ops::sfu_as).
+  void sfu(opcode op, std::uint64_t rows, std::uint64_t len, int in, int out, int second = none,
+           traffic_class kind = traffic_class::activations) {
     command c;
     c.op = op;
     c.m = static_cast<std::uint32_t>(rows);
     c.k = static_cast<std::uint32_t>(len);
+    set_operand_class(c, operand_a, kind);
+    set_operand_class(c, operand_b, second == none ? kind : traffic_class::activations);
+    set_operand_class(c, operand_c, kind);
     open();
     issue(m_d.sfu, c, in, second == none ? in : second, out, none);
     close();
@@ -240,7 +251,8 @@ class pass_eval {
   // Latent attention (absorbed), as layer_ops::latent_attention issues it: each head's query
   // taken into latent space (q_nope x W_uk), the scores of every head over the latents in groups
   // of sequences whose two score buffers fit the arena, softmax, the weighted latents (their first
-  // kv_lora_rank elements), each head's W_uv into the attention's output.
+  // kv_lora_rank elements: fused, from the latents the scores read), each head's W_uv into the
+  // attention's output.
   void latent_attention(std::uint64_t T, std::uint64_t N, int q, int out,
                         const std::vector<std::pair<int, std::uint64_t>>& parts, bool select) {
     const model_shape& m = m_d.m;
@@ -267,7 +279,7 @@ class pass_eval {
       if (select && m_d.evictor == none) sfu(opcode::min_search, bs, N, sj, victims);
       for (const auto& [mem, n] : parts) {
         open();
-        issue(m_d.rsa, kv_operand(layer_ops::av_shape(r, bs, H * T, n)), sj, mem, ol, none);
+        issue(m_d.rsa, layer_ops::latent_av_command(m, bs, H * T, n), sj, mem, ol, none);
         close();
       }
     }
@@ -290,9 +302,9 @@ class pass_eval {
     project(xn, C, KV, kv, rows, true);  // MM_k, MM_v into the cache slots
     project(xn, C, KV, kv, rows, true);
     if (m.latent_kv())  // the RoPE key: the last qk_rope_dim elements of each new latent
-      sfu(opcode::rope, rows, m.qk_rope_dim, kv, kv);
+      sfu(opcode::rope, rows, m.qk_rope_dim, kv, kv, none, traffic_class::kv);
     else
-      sfu(opcode::rope, rows * m.kv_heads, m.head_dim, kv, kv);
+      sfu(opcode::rope, rows * m.kv_heads, m.head_dim, kv, kv, none, traffic_class::kv);
     const int q = alloc(rows * Q * ab);
     project(xn, C, Q, q, rows);
     sfu(opcode::rope, rows * m.heads, m.head_dim, q, q);
@@ -631,8 +643,9 @@ nlohmann::json first_order_estimate::evaluate(const std::shared_ptr<config>& cfg
       if (dem > bound) bound = dem, bottleneck = d.blocks[i].name;
       no_overlap += dem;
     }
-    return nlohmann::json{{"latency_s", l.time_s}, {"bound_s", bound}, {"no_overlap_s", no_overlap},
-                          {"bottleneck", bottleneck}, {"resources", res}};
+    return nlohmann::json{{"latency_s", l.time_s},     {"bound_s", bound},
+                          {"no_overlap_s", no_overlap}, {"bottleneck", bottleneck},
+                          {"dram_kv_bytes", l.dram_kv}, {"resources", res}};
   };
   ledger all;
   all.add(prefill, 1);

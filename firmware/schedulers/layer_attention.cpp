@@ -56,6 +56,14 @@ command layer_ops::av_command(std::uint64_t heads, std::uint64_t rows, std::uint
   return c;
 }
 
+command layer_ops::latent_av_command(const model_shape& m, std::uint64_t seqs, std::uint64_t rows, std::uint64_t n) {
+  command c = av_shape(m.kv_lora_rank, seqs, rows, n);
+  set_operand_class(c, operand_b, traffic_class::kv);
+  c.flags |= m.kv.command_bits();  // the cache's number format
+  if (m.latent_fused) c.flags |= flag_b_held;
+  return c;
+}
+
 std::uint64_t layer_ops::score_heads(const pass_info& pass, unsigned layer, std::uint64_t arena_free) const {
   return score_heads(m_model.latent_kv() ? pass.batch : m_model.kv_heads, score_bytes(pass, layer, 1), arena_free);
 }
@@ -189,7 +197,11 @@ ticket layer_ops::latent_attention(const tensor& q, const pass_info& pass, unsig
   // takes each head's query into latent space once per new token, its value half each head's
   // weighted latent once per new token; the cached latents are read as they are, shared by every
   // head (one cache head of kv_lora_rank + qk_rope_dim elements whose first kv_lora_rank serve as
-  // values). docs/models/model-zoo.md, "Latent attention in the firmware".
+  // values). Fused (the default, model_shape::latent_fused), the scores read each latent once and
+  // the weighted sum takes its values from the array's operand buffer, where the kernel keeps a
+  // block of latents between its scores and its weighted sum (FlashMLA's online softmax); the model
+  // issues the blocks aggregated, two commands per part. docs/models/model-zoo.md, "Latent
+  // attention in the firmware".
   const std::uint64_t B = pass.batch, T = pass.rows, N = pass.attended(layer), H = m_model.heads;
   const std::uint64_t r = m_model.kv_lora_rank, L = r + m_model.qk_rope_dim, dn = m_model.qk_nope_dim;
   const std::uint64_t dv = m_model.v_head_dim, D = m_model.head_dim, ab = model_shape::act_bytes, rows = B * T;
@@ -256,14 +268,12 @@ ticket layer_ops::latent_attention(const tensor& q, const pass_info& pass, unsig
     }
     depend(s, m_rsa->block);
     for (const part& pt : parts) {  // the weighted sum of the latents (their first r elements)
-      command av = av_shape(r, bs, H * T, pt.n);
+      command av = latent_av_command(m_model, bs, H * T, pt.n);
       av.addr_a = s.where.addr + pt.first * ab;
       av.addr_b = pt.addr + s0 * pt.n * R;
       av.addr_c = ol.where.addr + s0 * H * T * r * ab;
       set_operand_class(av, operand_a, traffic_class::activations);
-      set_operand_class(av, operand_b, traffic_class::kv);
       set_operand_class(av, operand_c, traffic_class::activations);
-      av.flags |= m_model.kv.command_bits();
       if (m_fn) m_fn->latent(av, layer, s0, q.where.addr, ol.where.addr, true);
       last = m_drv.submit(*m_rsa, av);
     }

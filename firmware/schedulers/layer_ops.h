@@ -94,6 +94,11 @@ class layer_ops final : public scheduler_ops {
   // of those scores with `tokens` values. Also the first-order estimate's.
   static command qk_shape(std::uint64_t head_dim, std::uint64_t heads, std::uint64_t rows, std::uint64_t tokens);
   static command av_shape(std::uint64_t head_dim, std::uint64_t heads, std::uint64_t rows, std::uint64_t tokens);
+  // Latent attention's weighted sum: `seqs` products of `rows` score rows times n latents' first
+  // kv_lora_rank elements (operand b the cache, in its format). Fused (model_shape::latent_fused,
+  // the default) the latents are those the scores just read, held in the array's operand buffer
+  // (flag_b_held): it moves no KV bytes. The first-order estimate issues the same command.
+  static command latent_av_command(const model_shape& m, std::uint64_t seqs, std::uint64_t rows, std::uint64_t n);
   // The rule of score_heads(): KV heads per group of the attention so that the group's two
   // score buffers of `bytes_per_head` each fit `arena_free` bytes, down to one head.
   static std::uint64_t score_heads(std::uint64_t kv_heads, std::uint64_t bytes_per_head, std::uint64_t arena_free);

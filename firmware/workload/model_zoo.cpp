@@ -101,6 +101,8 @@ std::string model_shape::not_yet_run() const {
 
 model_shape runnable_model_from_config(const config_node& w) {
   model_shape s = model_from_config(w);
+  // Read whatever the model (a shape without latent KV ignores it), as the policy keys are.
+  s.latent_fused = w.get_choice("latent_attention", "fused", {"fused", "unfused"}) == "fused";
   const std::string what = s.not_yet_run();
   if (!what.empty())
     w.fail("model", "model " + s.name + " has " + what +

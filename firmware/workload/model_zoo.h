@@ -50,6 +50,10 @@ struct model_shape {
   unsigned qk_nope_dim = 0;
   unsigned v_head_dim = 0;
   unsigned q_lora_rank = 0;
+  // Latent attention's kernel (workload.latent_attention, set by the run): fused, the weighted
+  // sum takes the latents the scores just read from the array's operand buffer, one read of each
+  // cached latent a step (FlashMLA's); else the scores and the weighted sum each read them.
+  bool latent_fused = true;
   // Mixture of experts: experts > 0 routes each token to experts_per_token of `experts` routed
   // experts of inner width expert_ffn (same FFN kind as ffn_type), plus shared_experts always-on
   // experts of the same width; the first first_dense_layers layers keep a dense FFN of width ffn.
@@ -139,7 +143,8 @@ model_registry& models();
 // `workload.model`: a built-in name, or a map with every field of a custom shape.
 model_shape model_from_config(const config_node& workload);
 // As model_from_config, refusing (an error on workload.model) a shape the firmware does not run
-// yet (model_shape::not_yet_run): a run, a check and the estimate use it.
+// yet (model_shape::not_yet_run), with the run's kernel choices (workload.latent_attention): a
+// run, a check and the estimate use it.
 model_shape runnable_model_from_config(const config_node& workload);
 // The weights file `workload.model` names (resolved against the folder of the file that set it,
 // as include is), or "" when it names a model of the zoo or a shape.

@@ -53,6 +53,11 @@ constexpr std::uint32_t flag_b_16bit = 1u << 1;
 // bytes (codes and group scales) instead of 2n. 0: 16-bit (every operand as above).
 constexpr unsigned flag_kv_format_shift = 2;
 constexpr unsigned flag_kv_group_shift = 5;
+// RSA: operand b is already in the array's operand buffer, where the block's previous command
+// read it (a fused kernel's second use of the same data: latent attention's weighted sum over
+// the latents its scores just read). The block moves none of b's bytes; its folds load from the
+// buffer at once. addr_b still names the data (functional mode reads it there).
+constexpr std::uint32_t flag_b_held = 1u << 9;
 // Bits 16 to 31: the traffic class of each operand (a, b, c, d: 4 bits each, from bit 16), which
 // the block's operand engine attaches to the operand's transactions (platform/tlm/traffic_class.h).
 // 0 (unclassified) unless the firmware says.

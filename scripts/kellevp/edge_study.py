@@ -1,6 +1,7 @@
 """Today's edge models on the five systems (docs/studies.md, "Today's edge models").
 
-Usage: scripts/edge-study [--out DIR] [--workers N] [--figures DIR | --docs] [--skip-sweep] [--kelle-vp PATH]
+Usage: scripts/edge-study [--out DIR] [--workers N] [--figures DIR | --docs] [--skip-sweep] [--model M]
+                          [--kelle-vp PATH]
 
 1. Runs scripts/sweep on scenarios/studies/edge_models.yaml and edge_models_qwen3.yaml into
    DIR/<study>/ (DIR: results/; points already run are kept, as the sweep keeps them).
@@ -14,12 +15,18 @@ Usage: scripts/edge-study [--out DIR] [--workers N] [--figures DIR | --docs] [--
    KV's share of the baseline's DRAM bytes, beside the dense models'); FIGURES: results/edge-study/,
    or docs/figures/ with --docs (the figures docs/studies.md quotes, refreshed on purpose).
 The seven dense models of the main comparison (docs/figures/main_results.csv) are the reference.
+--model M re-measures one model's points only: a study file of them (the study's, its model axis
+M alone) through scripts/sweep into DIR/<study>/, the other points' rows taken as they are from
+FIGURES/edge_models_results.csv; the table and the figures are then written from all of them.
 """
 import csv
 import json
 import os
 import subprocess
+import tempfile
 from collections import defaultdict
+
+import yaml
 
 from . import ROOT
 from .sweep import load_study
@@ -34,20 +41,36 @@ KIND = {"gemma3-1b": "local/global windows", "mistral-7b-v0.1-swa": "sliding win
 SYSTEMS = ["original_sram", "original_edram", "aep_sram", "aerp_sram", "kelle_edram"]
 
 
-def sweep(study, out, workers, vp):
-    cmd = [os.path.join(ROOT, "scripts", "sweep"), os.path.join(ROOT, "scenarios", "studies", study + ".yaml"),
-           "--out", out, "--kelle-vp", vp]
+def study_path(study):
+    return os.path.join(ROOT, "scenarios", "studies", study + ".yaml")
+
+
+def sweep(study, out, workers, vp, model=None):
+    path = study_path(study)
+    if model:  # the study's points of that model: its file with the model axis narrowed
+        name, base, overrides, axes, points, _ = load_study(path)
+        doc = {"name": name, "base": base, "overrides": overrides, "axes": {**axes, "workload.model": [model]}}
+        if points:
+            doc["points"] = points
+        tmp = tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix=study + "_", delete=False)
+        with tmp:
+            yaml.safe_dump(doc, tmp, sort_keys=False)
+        path = tmp.name
+    cmd = [os.path.join(ROOT, "scripts", "sweep"), path, "--out", out, "--kelle-vp", vp]
     if workers:
         cmd += ["--workers", str(workers)]
     print("edge-study: " + " ".join(cmd), flush=True)
-    if subprocess.run(cmd).returncode != 0:
+    done = subprocess.run(cmd).returncode
+    if model:
+        os.unlink(path)
+    if done != 0:
         fail(f"the sweep of {study} did not complete (its failed points are listed above)")
 
 
 def estimate(study, rows, vp):
     """The first-order estimate of each row's point (one kelle-vp process per study, the study read
     as scripts/sweep reads it)."""
-    _, base, overrides, axes, _, _ = load_study(os.path.join(ROOT, "scenarios", "studies", study + ".yaml"))
+    _, base, overrides, axes, _, _ = load_study(study_path(study))
     cmd = run_argv(vp, base, overrides=overrides, verb="estimate") + ["--designs", "-"]
     axes = list(axes)
     lines = []
@@ -92,15 +115,28 @@ def main(argv):
     add_kelle_vp(ap)
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--skip-sweep", action="store_true", help="use the sweeps' results as they are")
+    ap.add_argument("--model", choices=MODELS, help="re-measure this model's points only; the others' rows "
+                    "from FIGURES/edge_models_results.csv")
     a = ap.parse_args(argv)
     a.kelle_vp = kelle_vp(a.kelle_vp)
     a.figures = output_folder("edge-study", a.docs, a.figures)
 
+    kept = []  # --model: the other points' rows, as the last full run wrote them
+    if a.model:
+        path = os.path.join(a.figures, "edge_models_results.csv")
+        try:
+            with open(path) as f:
+                kept = list(csv.DictReader(f))
+        except OSError as e:
+            fail(path, f"cannot read the full study's rows ({e.strerror}): --model needs them (--docs reads "
+                       "docs/figures/'s)")
     rows = []
     for study in STUDIES:
+        if a.model and a.model not in load_study(study_path(study))[3]["workload.model"]:
+            continue
         out = os.path.join(a.out, study)
         if not a.skip_sweep:
-            sweep(study, out, a.workers, a.kelle_vp)
+            sweep(study, out, a.workers, a.kelle_vp, a.model)
         path = os.path.join(out, "results.csv")
         try:
             with open(path) as f:
@@ -120,6 +156,12 @@ def main(argv):
             r["llm.moe.decode.experts_per_layer"] = "" if experts is None else experts
             r["study"] = study
             rows.append(r)
+    if a.model:  # the new rows in their places among the kept ones
+        new = {r["scenario"]: r for r in rows}
+        old = {r["scenario"] for r in kept if r["workload.model"] == a.model}
+        if set(new) != old:
+            fail(f"--model {a.model}: the sweep gave {len(new)} points, the results file has {len(old)}")
+        rows = [new[r["scenario"]] if r["workload.model"] == a.model else r for r in kept]
 
     os.makedirs(a.figures, exist_ok=True)
     cols = []

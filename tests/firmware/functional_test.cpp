@@ -561,6 +561,23 @@ TEST_CASE("functional: latent KV run absorbed matches the plain (expanded) MLA r
   matches_reference(run({"workload.batch=2", "scheduler=kelle"}, mla_yaml));
 }
 
+TEST_CASE("functional: latent KV fused (one read of each latent) or unfused computes the same numbers",
+          "[functional][latent]") {
+  // Fused, the weighted sum takes its values from the latents the scores read (held in the array's
+  // operand buffer); unfused it reads them again. What is read changes, not the arithmetic: the
+  // same tokens, logits and quality figures, bit for bit; the fused run moves fewer KV bytes.
+  const auto f = run({"scheduler=kelle"}, mla_yaml);
+  const auto u = run({"scheduler=kelle", "workload.latent_attention=unfused"}, mla_yaml);
+  matches_reference(f);
+  matches_reference(u);
+  CHECK(f["functional"]["tokens"] == u["functional"]["tokens"]);
+  CHECK(f["functional"]["logits_digest"] == u["functional"]["logits_digest"]);
+  CHECK(f["quality"] == u["quality"]);
+  // The small model's cache is in the KV eDRAM: the fused run reads it once a step.
+  CHECK(f["stats"]["kv_edram"]["bytes_read"]["value"].get<double>() <
+        u["stats"]["kv_edram"]["bytes_read"]["value"].get<double>());
+}
+
 TEST_CASE("functional: evicting KV policies on latent KV match the reference", "[functional][latent]") {
   // One cache head a layer: the policy keeps the same latent rows for every head.
   for (const char* kv : {"streaming", "aep"}) {

@@ -1,11 +1,16 @@
 // Latent KV (multi-head latent attention, DeepSeek-V2) in the firmware, absorbed: the cache holds
-// one latent per token and layer, read as it is; the KV bytes and the array's multiply-adds of a
-// decode step by hand from DeepSeek-V2-Lite's public configuration; AERP never stores x.
+// one latent per token and layer, read as it is, once a step (fused, the default) or twice
+// (workload.latent_attention: unfused); the KV bytes and the array's multiply-adds of a decode
+// step by hand from DeepSeek-V2-Lite's public configuration, the first-order estimate's KV bytes
+// beside the run's; AERP never stores x.
 #include <catch2/catch.hpp>
 
+#include "firmware/llm/estimate.h"
 #include "firmware/policies/kv/kv_policy.h"
 #include "firmware/workload/model_zoo.h"
 #include "tests/support/llm_run.h"
+
+#include <map>
 
 using namespace kelle;
 
@@ -36,11 +41,11 @@ TEST_CASE("latent attention: one latent of 576 elements per token and layer in t
 
 TEST_CASE("latent attention: the KV bytes and multiply-adds of a decode step, by hand, batch 1 and 16", "[latent][slow]") {
   // Decode only, context 1024, one step, full cache, first_layers. Per layer whose latents are in
-  // DRAM and sequence: the scores read all 1025 latents (576 x 2 B), the weighted sum their first
-  // 512 elements (1024 B), the new latent is written (1152 B) and the RoPE of its key in place (64
-  // elements read, its table read, written: 3 x 128 B). Batch 1: a layer's latents are 1025 x 1152
-  // B (two halves of 590,400 B, each aligned to 4 KiB), so the 4 MiB eDRAM holds 3 layers; batch 16:
-  // none.
+  // DRAM and sequence: the scores read all 1025 latents (576 x 2 B), the weighted sum takes their
+  // first 512 elements from that read (fused), the new latent is written (1152 B) and the RoPE of
+  // its key in place (64 elements read, its table read, written: 3 x 128 B). Batch 1: a layer's
+  // latents are 1025 x 1152 B (two halves of 590,400 B, each aligned to 4 KiB), so the 4 MiB eDRAM
+  // holds 3 layers; batch 16: none.
   for (unsigned batch : {1u, 16u}) {
     INFO("batch " << batch);
     const auto r = test::llm_run({mla, "workload.skip_prefill=true", "workload.context_len=1024",
@@ -48,7 +53,7 @@ TEST_CASE("latent attention: the KV bytes and multiply-adds of a decode step, by
                                   "workload.placement.kv_placement=first_layers"});
     const double on_chip = batch == 1 ? 3 : 0;
     CHECK(r["llm"]["kv_layers_on_chip"].get<double>() == on_chip);
-    CHECK(r["traffic_bytes"]["dram_kv"].get<double>() == batch * (27 - on_chip) * (1025 * (1152 + 1024) + 1152 + 384.0));
+    CHECK(r["traffic_bytes"]["dram_kv"].get<double>() == batch * (27 - on_chip) * (1025 * 1152 + 1152 + 384.0));
     CHECK(r["llm"]["kv_bytes_written"].get<double>() == batch * 27 * 1152.0);
     // Every weight once: W_q, W_kv_a, W_kv_b (its key half for the queries, its value half for
     // the outputs), W_o, the FFN, the LM head; and the new tokens' embedding rows.
@@ -95,4 +100,79 @@ TEST_CASE("latent attention: AERP never stores x on latent layers (the latent is
   auto aerp = kv_policies().create("aerp", kv_policy_args{cfg.root().child("kv"), m, 1, src.get()});
   CHECK(aerp->recomputes());
   CHECK_FALSE(aerp->can_store_x());
+}
+
+TEST_CASE("latent attention: DeepSeek-V2-Lite reads each cached latent once a step fused, twice unfused, the estimate's KV bytes the run's",
+          "[latent][slow]") {
+  // DeepSeek-V2-Lite as the zoo has it (deepseek-ai/DeepSeek-V2-Lite config.json: kv_lora_rank 512,
+  // qk_rope_head_dim 64, 27 layers): a cached latent is (512 + 64) x 2 B = 1152 B in binary16.
+  // Decode only, context 1024, two steps, first_layers: step s attends N = 1025 + s latents. Per
+  // layer in DRAM, fused (the default), a step reads N x 1152 B (the scores' read, which the
+  // weighted sum reuses) and writes the new latent (1152 B) and its key's RoPE (3 x 128 B);
+  // unfused (workload.latent_attention: unfused) the weighted sum reads the latents' first 512
+  // elements again: N x (1152 + 1024) B.
+  const auto m = models().create("deepseek-v2-lite");
+  const double row = (m->kv_lora_rank + m->qk_rope_dim) * 2.0;
+  REQUIRE(m->layers == 27);
+  CHECK(row == 1152);
+  CHECK(m->kv_bytes_per_token_layer() == 1152);
+  const std::vector<std::string> o = {"workload.model=deepseek-v2-lite", "workload.skip_prefill=true",
+                                      "workload.context_len=1024", "workload.decode_len=2",
+                                      "workload.placement.kv_placement=first_layers"};
+  std::map<std::string, nlohmann::json> runs;
+  for (const char* k : {"fused", "unfused"}) {
+    std::vector<std::string> ok = o;
+    if (k == std::string("unfused")) ok.push_back("workload.latent_attention=unfused");
+    runs[k] = test::llm_run(ok);
+  }
+  const double in_dram = 27 - runs["fused"]["llm"]["kv_layers_on_chip"].get<double>();
+  REQUIRE(in_dram > 0);
+  REQUIRE(in_dram < 27);  // both kinds of layer: the eDRAM's latents read once too (no DRAM bytes)
+  for (const auto& [k, r] : runs) {
+    INFO(k);
+    const double per_token = k == "fused" ? row : row + m->kv_lora_rank * 2.0;
+    CHECK(per_token == (k == "fused" ? 1152 : 2176));
+    const auto steps = test::decode_column(r, 6);  // steps.csv: dram_kv_bytes, 6 digits
+    REQUIRE(steps.size() == 2);
+    double total = 0;
+    for (std::size_t s = 0; s < steps.size(); ++s) {
+      const double want = in_dram * ((1025.0 + s) * per_token + 1152 + 384);
+      CHECK(steps[s] == Approx(want).epsilon(1e-5));
+      total += want;
+    }
+    CHECK(r["traffic_bytes"]["dram_kv"].get<double>() == total);
+    CHECK(r["stats"]["rsa"]["macs"]["value"] == runs["fused"]["stats"]["rsa"]["macs"]["value"]);  // the same math
+  }
+  // The first-order estimate issues the same commands: its DRAM KV bytes are the run's, fused and
+  // unfused (its models in a process of their own: they are not bound into a platform).
+  for (const char* k : {"fused", "unfused"}) {
+    INFO(k);
+    std::vector<std::string> ok = o;
+    ok.insert(ok.end(), {"policy.kv=full", "policy.refresh=none", "workload.progress=false",
+                         std::string("workload.latent_attention=") + k});
+    const std::string out = test::in_child_process([&] {
+      auto cfg = std::make_shared<config>(config::from_string("system: kelle_edram\nworkload: {type: llm}\n", "e.yaml", ok));
+      return first_order_estimate().evaluate(cfg).dump();
+    });
+    INFO(out.substr(0, 300));
+    REQUIRE(out.rfind("error: ", 0) != 0);
+    const auto est = nlohmann::json::parse(out);
+    CHECK(est["placement"]["kv_layers_on_chip"].get<double>() == 27 - in_dram);
+    CHECK(est["phases"]["decode"]["dram_kv_bytes"].get<double>() == runs[k]["traffic_bytes"]["dram_kv"].get<double>());
+    CHECK(est["phases"]["prefill"]["dram_kv_bytes"].get<double>() == 0);  // skipped
+  }
+}
+
+TEST_CASE("latent attention: a bad latent_attention value is one error line naming the key", "[latent]") {
+  try {
+    test::llm_run({mla, "workload.latent_attention=twice"});
+    FAIL("accepted");
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("latent_attention") != std::string::npos);
+    CHECK(what.find("fused") != std::string::npos);
+    CHECK(what.find("unfused") != std::string::npos);
+    CHECK(what.find('\n') == std::string::npos);
+  }
 }

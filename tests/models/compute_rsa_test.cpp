@@ -121,6 +121,29 @@ TEST_CASE("rsa: weights from DRAM take longer than from SRAM by the memory time"
   CHECK(d["stall_cycles"].get<double>() > 0.5 * d["array_cycles"].get<double>());
 }
 
+TEST_CASE("rsa: an operand b held in the operand buffer (flag_b_held) moves no byte and waits for none", "[rsa]") {
+  // The DRAM case above (1 MiB of B in the LPDDR4) with B held: a fused kernel's second use of
+  // what its previous command read. No byte of B is read, no fold stalls, and the array's own
+  // pipeline sets the time (the SRAM case's, which keeps pace with it, or less).
+  auto run = [](std::uint32_t flags) {
+    return nlohmann::json::parse(test::in_child_process([&] {
+      auto cfg = config::from_string("system: kelle_edram\nworkload: {type: op, op: gemm, m: 1, k: 1024, n: 1024}\n",
+                                     "op.yaml", {"workload.b_memory=dram", "workload.flags=" + std::to_string(flags)});
+      platform p(cfg);
+      p.run();
+      return p.results().dump();
+    }));
+  };
+  const auto fetched = run(0), held = run(flag_b_held);
+  CHECK(fetched["stats"]["dram"]["bytes_read"]["value"].get<double>() >= 1048576);
+  CHECK(held["stats"]["dram"]["bytes_read"]["value"].get<double>() == 0);
+  CHECK(held["stats"]["rsa"]["weight_bytes"]["value"].get<double>() == 0);
+  CHECK(held["op"]["stall_cycles"].get<double>() == 0);
+  CHECK(held["op"]["macs"] == fetched["op"]["macs"]);
+  CHECK(held["op"]["time_s"].get<double>() <= 1048576 / 128e9 * 1.05);
+  CHECK(held["op"]["time_s"].get<double>() < 0.5 * fetched["op"]["time_s"].get<double>());
+}
+
 TEST_CASE("rsa: malformed commands complete with an error status and the array goes on", "[rsa]") {
   test::bench b(R"(
 include: tech/65nm.yaml

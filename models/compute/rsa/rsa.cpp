@@ -78,7 +78,8 @@ std::uint64_t c_row_bytes(const command& c) {
 
 std::array<std::uint64_t, 4> rsa::operand_bytes(const command& c) const {
   const std::uint64_t b = batches(c);
-  return {b * c.m * c.k * act_bytes, b * b_product_bytes(c), b * (std::uint64_t(c.m) + c.extra) * c_row_bytes(c),
+  const std::uint64_t b_bytes = c.flags & flag_b_held ? 0 : b * b_product_bytes(c);  // held: none move
+  return {b * c.m * c.k * act_bytes, b_bytes, b * (std::uint64_t(c.m) + c.extra) * c_row_bytes(c),
           b * c.extra * c.k * act_bytes};
 }
 
@@ -172,20 +173,26 @@ cmd_status rsa::execute(const command& c) {
   // At least four chunks: a fold may straddle two, and chunks enlarged by the bound on
   // transactions per operand (a simulation granularity) must not throttle the stream.
   const std::size_t buffer_chunks = std::max<std::size_t>(4, m_buffer_bytes / chunk);
-  st = transfer(
-      operand_class(c, operand_b), tlm::TLM_READ_COMMAND, c.addr_b, total,
-      [&](std::size_t i, const sc_core::sc_time& t) {
-        arrival[i] = t.to_seconds();
-        advance();
-      },
-      [&](std::size_t i) {
-        // The first chunks take the places the previous command's last chunks free.
-        if (i < buffer_chunks)
-          return i < m_prev_consumed.size() ? sc_core::sc_time(m_prev_consumed[i], sc_core::SC_SEC)
-                                            : sc_core::SC_ZERO_TIME;
-        const double free_at = consumed[i - buffer_chunks];
-        return free_at < 0 ? sc_core::sc_max_time() : sc_core::sc_time(free_at, sc_core::SC_SEC);
-      });
+  const bool held = c.flags & flag_b_held;
+  if (held) {  // already in the operand buffer: every chunk there now, nothing moves
+    std::fill(arrival.begin(), arrival.end(), sc_core::sc_time_stamp().to_seconds());
+    advance();
+  } else {
+    st = transfer(
+        operand_class(c, operand_b), tlm::TLM_READ_COMMAND, c.addr_b, total,
+        [&](std::size_t i, const sc_core::sc_time& t) {
+          arrival[i] = t.to_seconds();
+          advance();
+        },
+        [&](std::size_t i) {
+          // The first chunks take the places the previous command's last chunks free.
+          if (i < buffer_chunks)
+            return i < m_prev_consumed.size() ? sc_core::sc_time(m_prev_consumed[i], sc_core::SC_SEC)
+                                              : sc_core::SC_ZERO_TIME;
+          const double free_at = consumed[i - buffer_chunks];
+          return free_at < 0 ? sc_core::sc_max_time() : sc_core::sc_time(free_at, sc_core::SC_SEC);
+        });
+  }
   if (st != cmd_status::ok) return st;
   if (overlap_commands()) {  // every operand is in: the next command may fetch its own
     m_array_free = compute_end;
@@ -209,7 +216,7 @@ cmd_status rsa::execute(const command& c) {
   m_recompute_macs += static_cast<double>(B * S * K * N);
   m_pe_cycles += array_cycles * m_rows * m_cols;
   m_stall_cycles += stall * clock_Hz();
-  m_weight_bytes += static_cast<double>(total);
+  if (!held) m_weight_bytes += static_cast<double>(total);
   const double cycles = to_cycles(sc_core::sc_time_stamp() - start);
   m_last = {{"macs", macs},
             {"folds", F},

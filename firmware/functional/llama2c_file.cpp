@@ -1,6 +1,8 @@
 // The llama2.c checkpoint format (run.c's): reading the header and the weights, and the writer.
 #include "firmware/functional/model_files.h"
 
+#include "firmware/functional/llama_model.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>

@@ -2,7 +2,7 @@
 // safetensors_file.cpp) and the helpers they share with llama_model.cpp.
 #pragma once
 
-#include "firmware/functional/llama_model.h"
+#include "firmware/functional/llama_weights.h"
 
 #include <cstdint>
 #include <string>

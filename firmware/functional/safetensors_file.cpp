@@ -2,6 +2,8 @@
 // tensors and config.json or __metadata__, the weights (RoPE rows reordered), and the writer.
 #include "firmware/functional/model_files.h"
 
+#include "firmware/functional/llama_model.h"
+
 #include "models/compute/functional/half.h"
 
 #include <nlohmann/json.hpp>

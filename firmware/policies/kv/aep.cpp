@@ -2,7 +2,7 @@
 // sinks and the recent window are never evicted; after prefill each head keeps its kv_budget best
 // tokens; in decode each full head evicts its own minimum-score token and the newcomer takes the
 // freed slot.
-#include "firmware/policies/kv/kv_policy.h"
+#include "firmware/policies/kv/kv_engine.h"
 
 namespace kelle {
 

@@ -2,7 +2,7 @@
 // popularity_threshold of a layer's KV heads is stored once as its input vector x instead of K and
 // V in every head, and its K, V are recomputed each decode step; it keeps the x format until every
 // head has evicted it. When the decision is taken: docs/policies.md.
-#include "firmware/policies/kv/kv_policy.h"
+#include "firmware/policies/kv/kv_engine.h"
 
 namespace kelle {
 

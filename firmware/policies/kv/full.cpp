@@ -1,5 +1,5 @@
 // `full`: no eviction, every token's K and V kept (the paper's "Original" systems).
-#include "firmware/policies/kv/kv_policy.h"
+#include "firmware/policies/kv/kv_engine.h"
 
 namespace kelle {
 

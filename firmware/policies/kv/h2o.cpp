@@ -1,7 +1,7 @@
 // `h2o`: Heavy-Hitter Oracle. Heavy hitters by accumulated attention probability plus a recent
 // window (by default half the budget each) and no sinks; a full head evicts its minimum
 // accumulated-score token outside the window.
-#include "firmware/policies/kv/kv_policy.h"
+#include "firmware/policies/kv/kv_engine.h"
 
 namespace kelle {
 

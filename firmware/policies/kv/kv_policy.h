@@ -152,40 +152,4 @@ using kv_policy_registry = registry<kv_policy, const kv_policy_args&>;
 // `full`, `aep`, `aerp`, `streaming`, `h2o`.
 kv_policy_registry& kv_policies();
 
-// ---- The shared engine every registered policy is an instance of ----------------------------
-
-struct kv_engine_params {
-  enum class victim_rule { min_score, oldest };  // which unprotected token a full head evicts
-  enum class score_model { softmax, evictor };   // how a row of logits adds to the scores
-
-  std::string name;
-  std::uint64_t kv_budget = 0;      // N' tokens per KV head (0 = unlimited)
-  // Defaults: the evictor's (score_board_config), the one source of the paper's settings.
-  std::uint64_t sink_tokens = score_board_config{}.sink_tokens;      // positions < sink_tokens are never evicted
-  std::uint64_t recent_window = score_board_config{}.recent_window;  // the recent_window tokens before the newest
-  victim_rule victim = victim_rule::min_score;
-  score_model scores = score_model::softmax;
-  unsigned score_bits = score_board_config{}.score_bits;  // evictor model: register width
-  double score_scale = score_board_config{}.scale;        // evictor model: logit units per level
-  std::uint64_t prefill_queries = 0;  // prefill importance from the last queries only (0 = all)
-  // AERP
-  bool recompute = false;
-  double popularity_threshold = 0.5;
-  bool x_only_if_smaller = true;    // convert only if x is smaller than the K, V it replaces
-  bool decide_when_full = false;    // tokens leaving the window while heads are below budget stay KV
-  std::uint64_t decide_after = 0;   // eviction rounds a token faces before its popularity is judged
-  kv_policy::recompute_request budget;  // policy.recompute
-  // Subset mode (0 = all: exhaustive)
-  unsigned exact_sequences = 0;
-  unsigned exact_layers = 0;
-  unsigned exact_heads = 0;
-};
-
-// Reads the keys every policy shares (kv_budget, sink_tokens, recent_window, score model, subset
-// mode) into `p`, whose fields hold the policy's defaults.
-// The score model's width and scale are the system's evictor's when it has one (args.evictor).
-void read_common_params(const kv_policy_args& args, kv_engine_params& p, bool has_budget,
-                        bool has_window);
-std::unique_ptr<kv_policy> make_kv_engine(const kv_policy_args& args, const kv_engine_params& p);
-
 }  // namespace kelle

@@ -1,6 +1,6 @@
 // `streaming`: StreamingLLM-style attention sinks plus a sliding window: the first sink_tokens
 // and the newest kv_budget - sink_tokens tokens (the oldest non-sink token is the victim).
-#include "firmware/policies/kv/kv_policy.h"
+#include "firmware/policies/kv/kv_engine.h"
 
 namespace kelle {
 

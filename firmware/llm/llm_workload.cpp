@@ -8,9 +8,7 @@
 #include "firmware/llm/recompute_plan.h"
 #include "firmware/llm/roofline.h"
 #include "models/compute/compute_block.h"
-#include "models/compute/evictor/evictor.h"
-#include "models/compute/rsa/rsa.h"
-#include "models/compute/sfu/sfu.h"
+#include "models/compute/evictor/score_board.h"
 #include "models/interconnect/router.h"
 #include "models/memory/refresh_control.h"
 #include "models/memory/memory_target.h"
@@ -110,11 +108,11 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
     pa.deferred_scores = functional_scores;  // the step's scores exist only after its attention
     pa.task_budget = task.kv_budget;
     pa.task_window = task.recent_window;
-    evictor* ev = nullptr;
+    compute_block* ev = nullptr;  // the block whose score registers the policy programs
     for (compute_block* b : a.platform.blocks())
-      if (auto* e = dynamic_cast<evictor*>(b)) ev = e;
+      if (b->victim_scores()) ev = b;
     if (ev) {
-      pa.evictor = &ev->board().config();
+      pa.evictor = &ev->victim_scores()->config();
       pa.evictor_path = ev->params().path();
     }
     m_policy = kv_policies().create(kv_name, pa);
@@ -124,7 +122,7 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
           ev->params().fail(k, std::string("the firmware programs it from the KV policy: give policy.") + k +
                                    " instead");
       const kv_policy::protection pr = m_policy->protected_tokens();
-      ev->board().set_protection(pr.sink_tokens, pr.recent_window);
+      ev->victim_scores()->set_protection(pr.sink_tokens, pr.recent_window);
     }
     if (m_policy->budget() > 0)  // the prefill holds the whole context; then at most the budget
       kv_tokens = std::min(kv_tokens, std::max<std::uint64_t>(m_policy->budget(), m_context));
@@ -195,14 +193,14 @@ void llm_workload::check_sfu_rows(const workload_args& a, std::uint64_t keys) co
   const opcode norm = m_model.norm == norm_kind::rmsnorm ? opcode::rmsnorm : opcode::layernorm;
   const std::pair<opcode, std::uint64_t> rows[] = {{norm, m_model.hidden}, {opcode::softmax, keys}};
   for (const auto& [op, k] : rows) {
-    // A row longer than any the built-in SFU takes is not the buffer's doing (check_commands names it).
-    if (dynamic_cast<const sfu*>(block) && k > sfu::max_row_length) continue;
     command c;
     c.op = op;
     c.m = 1;
     c.k = static_cast<std::uint32_t>(std::min<std::uint64_t>(k, 0xffffffffu));
     c.n = 1;
     c.batch = 1;
+    // A row beyond what the SFU's design takes is not the buffer's doing (check_commands names it).
+    if (!block->design_limit(c).empty()) continue;
     const cmd_status st = block->check(c);
     if (st != cmd_status::ok)
       a.root->child_or_empty("system").child_or_empty("compute").child_or_empty("sfu").fail(
@@ -230,23 +228,27 @@ std::string describe(const shape& s) {
   return t;
 }
 
-// Why a built-in block refuses a shape (what its docs page gives as the limit), or "".
-std::string limit_of(const compute_block* b, const shape& s) {
+bool fits_fields(const shape& s) {
   const std::uint64_t field = 0xffffffffu;
-  if (s.m > field || s.k > field || s.n > field || s.batch > field) return "a size beyond a command's 32-bit field";
-  if (dynamic_cast<const sfu*>(b)) {
-    if (s.op == opcode::rope && s.k % 2) return "rope rotates pairs: an even row length";
-    if (s.m > sfu::max_rows) return "at most " + std::to_string(sfu::max_rows) + " rows";
-    if (s.k > sfu::max_row_length) return "rows of at most " + std::to_string(sfu::max_row_length) + " elements";
-    if (s.m * s.k > sfu::max_elements)
-      return std::to_string(s.m * s.k) + " elements, at most " + std::to_string(sfu::max_elements) + " in one command";
-    return "a row larger than its buffer";
-  }
-  if (dynamic_cast<const rsa*>(b)) return "m, k, n and batch at most " + std::to_string(rsa::max_dim) + " each";
-  if (const auto* e = dynamic_cast<const evictor*>(b))
-    return "at most " + std::to_string(e->max_slots()) + " slots a head (k) and " + std::to_string(e->max_heads()) +
-           " heads (m)";
-  return {};
+  return s.m <= field && s.k <= field && s.n <= field && s.batch <= field;
+}
+
+// The command of a shape whose sizes fit its fields.
+command command_of(const shape& s) {
+  command c;
+  c.op = s.op;
+  c.m = static_cast<std::uint32_t>(s.m);
+  c.k = static_cast<std::uint32_t>(s.k);
+  c.n = static_cast<std::uint32_t>(s.n);
+  c.batch = static_cast<std::uint32_t>(s.batch);
+  c.flags = s.flags;
+  return c;
+}
+
+// Why a block refuses a shape (what its docs page gives as the limit), or "".
+std::string limit_of(const compute_block* b, const shape& s) {
+  if (!fits_fields(s)) return "a size beyond a command's 32-bit field";
+  return b->refusal(command_of(s));
 }
 
 }  // namespace
@@ -278,8 +280,8 @@ void llm_workload::check_commands(const workload_args& a, std::uint64_t kv_token
   const config_node placement = p.child_or_empty("placement");
   const key arena_kib{&placement, "act_arena_KiB", std::to_string(m_plan->arena().bytes >> 10)};
   const config_node evictor_cfg = evictor ? blocks.child_or_empty(evictor->basename()) : blocks;
-  const auto* systolic_evictor = dynamic_cast<const kelle::evictor*>(evictor);
-  const key slots{&evictor_cfg, "max_slots", systolic_evictor ? std::to_string(systolic_evictor->max_slots()) : ""};
+  const std::uint64_t evictor_slots = evictor ? evictor->victim_select_slots() : 0;
+  const key slots{&evictor_cfg, "max_slots", evictor_slots ? std::to_string(evictor_slots) : ""};
 
   // The error names every key the size comes from; it is blamed on the first the user set (the
   // command line first), so that its file and line lead to it.
@@ -303,18 +305,7 @@ void llm_workload::check_commands(const workload_args& a, std::uint64_t kv_token
   };
   auto need = [&](const std::string& what, compute_block* b, const shape& s, const std::vector<key>& keys) {
     if (!b) return;
-    const std::uint64_t field = 0xffffffffu;
-    cmd_status st = cmd_status::bad_shape;
-    if (s.m <= field && s.k <= field && s.n <= field && s.batch <= field) {
-      command c;
-      c.op = s.op;
-      c.m = static_cast<std::uint32_t>(s.m);
-      c.k = static_cast<std::uint32_t>(s.k);
-      c.n = static_cast<std::uint32_t>(s.n);
-      c.batch = static_cast<std::uint32_t>(s.batch);
-      c.flags = s.flags;
-      st = b->check(c);
-    }
+    const cmd_status st = fits_fields(s) ? b->check(command_of(s)) : cmd_status::bad_shape;
     if (st != cmd_status::ok) refuse(what, b, s, st, keys);
   };
 

@@ -83,6 +83,7 @@ compute_block::compute_block(const sc_core::sc_module_name& name, const compute_
       m_busy_cycles(m_stats.counter("busy_cycles", "cycles", "cycles spent executing commands")),
       m_bytes_read(m_stats.counter("bytes_read", "B", "operand bytes read over the interconnect")),
       m_bytes_written(m_stats.counter("bytes_written", "B", "result bytes written over the interconnect")),
+      m_params(a.params),
       m_clock_Hz(a.clock_GHz * 1e9),
       m_queue_depth(a.params.get_uint("queue_depth", 16, "commands the block queues", 1, 1 << 16)),
       m_chunk_bytes(a.params.get_uint("chunk_bytes", 4096,

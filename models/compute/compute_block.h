@@ -35,6 +35,7 @@ namespace kelle {
 
 class compute_block;
 class platform_view;
+class score_board;
 
 // Functional mode (docs/functional.md): computes a command's results from real operand data.
 // start() runs when the block begins a valid command (it reads the operands as they are then),
@@ -91,6 +92,20 @@ class compute_block : public sc_core::sc_module {
   // Victim selection (the systolic evictor): the KV heads one evict_select command serves, 0 when
   // the block does not select victims.
   virtual std::uint64_t victim_select_heads() const { return 0; }
+  // ... the KV slots per head it covers (a command's k at most; 0: it states none), and its
+  // importance-score registers, which the firmware programs from the KV policy (the tokens they
+  // protect) and whose width and scale the policy's evictor score model takes (nullptr: none).
+  virtual std::uint64_t victim_select_slots() const { return 0; }
+  virtual score_board* victim_scores() { return nullptr; }
+  // Why the block refuses command `c` by the limits of its design, in its docs page's words (e.g.
+  // "rows of at most 16777216 elements"), or "" when its design takes `c` (the block may still
+  // refuse it for its configuration, a buffer too small). A workload checks its commands with it
+  // while the platform is built.
+  virtual std::string design_limit(const command& /*c*/) const { return {}; }
+  // Why the block refused `c` (check() did), in its docs page's words; "" when it says nothing.
+  virtual std::string refusal(const command& c) const { return design_limit(c); }
+  // Its section of the scenario (system.compute.<name>): errors about the block name its keys.
+  const config_node& params() const { return m_params; }
   // The cycles the commands so far would take at the block's peak rate, every unit busy every
   // cycle (the compute term of a first-order estimate, docs/firmware.md, "Roofline"): the RSA's
   // MACs over its PEs, the SFU's elements over its lanes, the evictor's active cycles. 0 for a
@@ -184,6 +199,7 @@ class compute_block : public sc_core::sc_module {
   void issue(xfer& x, traffic_class cls, tlm::tlm_command dir, std::uint64_t addr, std::uint64_t len,
              std::size_t index);
 
+  config_node m_params;
   double m_clock_Hz;
   std::size_t m_queue_depth;
   std::uint64_t m_chunk_bytes;

@@ -27,7 +27,6 @@ score_board_config board_config(const config_node& p) {
 
 evictor::evictor(const sc_core::sc_module_name& name, const compute_args& a)
     : compute_block(name, a),
-      m_params(a.params),
       m_rsa_name(a.params.get_string("rsa", "rsa", "the RSA whose score rows the evictor consumes")),
       m_board(board_config(a.params)),
       m_max_heads(a.params.get_uint("max_heads", 64, "heads (score columns) the evictor serves", 1,
@@ -58,10 +57,10 @@ evictor::evictor(const sc_core::sc_module_name& name, const compute_args& a)
 void evictor::connect(platform_view& platform) {
   compute_block* b = platform.block(m_rsa_name);
   if (!b)
-    m_params.fail("rsa", "the systolic evictor sits beside an RSA, but this system has no compute block '" +
+    params().fail("rsa", "the systolic evictor sits beside an RSA, but this system has no compute block '" +
                              m_rsa_name + "' (it has: " + platform.block_names() + ")");
   m_rsa = dynamic_cast<rsa*>(b);
-  if (!m_rsa) m_params.fail("rsa", "compute block '" + m_rsa_name + "' is not an RSA (model rsa)");
+  if (!m_rsa) params().fail("rsa", "compute block '" + m_rsa_name + "' is not an RSA (model rsa)");
   m_rsa->set_score_listener(this);
 }
 
@@ -92,6 +91,15 @@ cmd_status evictor::validate(const command& c) const {
   if (c.addr_c > std::numeric_limits<std::uint64_t>::max() - std::uint64_t(c.m) * index_bytes)
     return cmd_status::bad_address;  // the result wraps around the address space
   return cmd_status::ok;
+}
+
+std::string evictor::design_limit(const command& c) const {
+  return c.m > m_max_heads || c.k > m_max_slots ? refusal(c) : std::string();
+}
+
+std::string evictor::refusal(const command&) const {
+  return "at most " + std::to_string(m_max_slots) + " slots a head (k) and " + std::to_string(m_max_heads) +
+         " heads (m)";
 }
 
 cmd_status evictor::execute(const command& c) {

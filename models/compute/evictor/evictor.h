@@ -56,11 +56,15 @@ class evictor : public compute_block, public score_listener {
   // victims (per head), protected_heads, select_cycles, energy_J of the last evict_select.
   nlohmann::json last_command_report() const override { return m_last; }
 
-  // Its section of the scenario (system.compute.<name>).
-  const config_node& params() const { return m_params; }
   std::uint64_t max_heads() const { return m_max_heads; }
   std::uint64_t max_slots() const { return m_max_slots; }  // KV slots per head (a command's k at most)
   std::uint64_t victim_select_heads() const override { return m_max_heads; }
+  std::uint64_t victim_select_slots() const override { return m_max_slots; }
+  score_board* victim_scores() override { return &m_board; }
+  // "at most <max_slots> slots a head (k) and <max_heads> heads (m)": what it says of any command
+  // it refuses.
+  std::string design_limit(const command& c) const override;
+  std::string refusal(const command& c) const override;
   double work_cycles_at_peak() const override { return m_active_cycles.value(); }
   std::uint64_t select_cycles() const { return m_select_cycles; }
   double power_W() const { return m_power_W; }
@@ -71,7 +75,6 @@ class evictor : public compute_block, public score_listener {
   cmd_status execute(const command& c) override;
 
  private:
-  config_node m_params;
   double m_area_mm2 = 0;
   std::string m_rsa_name;
   rsa* m_rsa = nullptr;

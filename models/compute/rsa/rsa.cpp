@@ -104,6 +104,15 @@ cmd_status rsa::validate(const command& c) const {
   return cmd_status::ok;
 }
 
+std::string rsa::design_limit(const command& c) const {
+  const bool beyond = c.m > max_dim || c.k > max_dim || c.n > max_dim || c.extra > max_dim || c.batch > max_dim;
+  return beyond ? refusal(c) : std::string();
+}
+
+std::string rsa::refusal(const command&) const {
+  return "m, k, n and batch at most " + std::to_string(max_dim) + " each";
+}
+
 cmd_status rsa::execute(const command& c) {
   const sc_core::sc_time start = sc_core::sc_time_stamp();
   const std::uint64_t M = c.m, K = c.k, N = c.n, S = c.extra, Mp = M + S, B = batches(c);

@@ -54,6 +54,9 @@ class rsa : public compute_block {
   // charges them.
   first_order_cost first_order(const command& c) const override;
   double area_mm2() const override { return m_area_mm2; }
+  // "m, k, n and batch at most <max_dim> each": what it says of any command it refuses.
+  std::string design_limit(const command& c) const override;
+  std::string refusal(const command& c) const override;
 
  protected:
   cmd_status validate(const command& c) const override;

@@ -155,6 +155,21 @@ cmd_status sfu::validate(const command& c) const {
   return cmd_status::ok;
 }
 
+std::string sfu::design_limit(const command& c) const {
+  const std::uint64_t m = c.m, k = c.k;
+  if (c.op == opcode::rope && k % 2) return "rope rotates pairs: an even row length";
+  if (m > max_rows) return "at most " + std::to_string(max_rows) + " rows";
+  if (k > max_row_length) return "rows of at most " + std::to_string(max_row_length) + " elements";
+  if (m * k > max_elements)
+    return std::to_string(m * k) + " elements, at most " + std::to_string(max_elements) + " in one command";
+  return {};
+}
+
+std::string sfu::refusal(const command& c) const {
+  const std::string limit = design_limit(c);
+  return limit.empty() ? "a row larger than its buffer" : limit;
+}
+
 std::array<std::uint64_t, 4> sfu::operand_bytes(const command& c) const {
   const op_info* oi = info(c.op);
   if (!oi) return {0, 0, 0, 0};

@@ -30,6 +30,10 @@ class sfu : public compute_block {
   // elements x energy per element.
   first_order_cost first_order(const command& c) const override;
   double area_mm2() const override { return m_area_mm2; }
+  // rope's even rows, max_rows, max_row_length, max_elements; a refusal within them is its
+  // buffer's ("a row larger than its buffer").
+  std::string design_limit(const command& c) const override;
+  std::string refusal(const command& c) const override;
 
   static constexpr std::uint32_t first_op = static_cast<std::uint32_t>(opcode::softmax);
   static constexpr std::size_t op_count = 10;  // softmax .. min_search

@@ -3,7 +3,9 @@
 // reads and writes and compute commands through the driver, layer by layer, in the order a
 // scheduler chooses. Results: latency (prefill, decode, per step), throughput, DRAM traffic by
 // kind, activation lifetimes, per-step and per-layer CSVs. docs/firmware.md. llm_workload.cpp
-// runs the passes, llm_sampler.cpp holds sampled decode, llm_results.cpp the results.
+// sets the run up and runs the passes, llm_checks.cpp checks its commands before the run,
+// llm_policies.cpp applies the policies each pass, llm_sampler.cpp holds sampled decode and
+// sampled layers, llm_results.cpp the results.
 #pragma once
 
 #include "firmware/driver/driver.h"

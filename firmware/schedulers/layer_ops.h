@@ -3,9 +3,10 @@
 // weight streaming, the operand placement and traffic classes, the data dependencies between
 // blocks and the activation lifetimes taken care of. A scheduler decides only the order and the
 // overlap (docs/firmware.md); the workload, sampled decode and functional mode use the rest.
-// layer_ops.cpp holds the weights, the SFU, the KV slots and AERP's staging, the FFN and the
-// buffers' lifetimes; layer_attention.cpp the attention and victim selection; layer_moe.cpp a
-// mixture-of-experts FFN.
+// layer_ops.cpp holds the weights, the SFU and the FFN; layer_kv.cpp the KV slots, the cache's
+// writes and AERP's x store; layer_lifetimes.cpp the activation buffers and their lifetimes;
+// layer_arena.cpp the arena recorder; layer_attention.cpp the attention and victim selection;
+// layer_moe.cpp a mixture-of-experts FFN.
 #pragma once
 
 #include "firmware/functional/hooks.h"

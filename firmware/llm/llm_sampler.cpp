@@ -6,6 +6,7 @@
 
 #include "firmware/functional/functional_run.h"
 #include "firmware/llm/recompute_plan.h"
+#include "firmware/llm/routed_fit.h"
 #include "firmware/workload/expert_routing.h"
 #include "models/memory/memory_target.h"
 #include "models/memory/refresh_control.h"
@@ -45,55 +46,6 @@ std::uint64_t llm_workload::layer_signature(const pass_info& p, unsigned l) cons
   return splitmix64(h ^ (slots ? 1u : 0u));
 }
 
-void llm_workload::routed_fit::add(double x, double dt, const counter_snapshot& d) {
-  // The sums in d's layout (counters only ever appear: the earlier sums' are a subsequence).
-  sd.values = align(sd, d);
-  sxd.values = align(sxd, d);
-  sd.stats = sxd.stats = d.stats;
-  for (std::size_t i = 0; i < d.values.size(); ++i) {
-    sd.values[i] += d.values[i];
-    sxd.values[i] += x * d.values[i];
-  }
-  n += 1;
-  sx += x;
-  sxx += x * x;
-  st += dt;
-  sxt += x * dt;
-  // Least squares; until the samples' expert counts differ, what they added over how many
-  // (proportional).
-  const double var = n * sxx - sx * sx;
-  const bool fit = n >= 2 && var > 1e-9 * sxx * n;
-  auto solve = [&](double sy, double sxy) { return fit ? (n * sxy - sx * sy) / var : (sx > 0 ? sy / sx : 0.0); };
-  slope_dt = solve(st, sxt);
-  slope.stats = d.stats;
-  slope.values.resize(d.values.size());
-  for (std::size_t i = 0; i < d.values.size(); ++i) slope.values[i] = solve(sd.values[i], sxd.values[i]);
-}
-
-void llm_workload::routed_begin(std::size_t experts) {
-  m_routed_before = snapshot_counters();
-  m_ops->alive(m_routed_alive);
-  m_routed_t0 = sc_core::sc_time_stamp().to_seconds();
-  m_routed_n = static_cast<double>(experts);
-}
-
-void llm_workload::routed_end() {
-  const double dt = sc_core::sc_time_stamp().to_seconds() - m_routed_t0;
-  counter_snapshot d = counter_delta(m_routed_before, snapshot_counters());
-  // The buffers made in the layer and alive across the routed experts: their lifetimes, counted
-  // when they die after this, grew by its time (routed_fit).
-  const std::vector<lifetime_kind>& kinds = m_ops->lifetimes();
-  m_ops->still_alive(m_layer_alive, m_routed.outer);
-  m_ops->still_alive(m_routed_alive, m_routed_across);
-  for (std::size_t k = 0; k < kinds.size(); ++k) {
-    const unsigned inner = m_routed_across[k] - std::min(m_routed_across[k], m_routed.outer[k]);
-    if (!inner) continue;
-    const auto at = std::find(d.stats.begin(), d.stats.end(), kinds[k].total_s);
-    if (at != d.stats.end()) d.values[static_cast<std::size_t>(at - d.stats.begin())] += inner * dt;
-  }
-  m_routed.add(m_routed_n, dt, d);
-}
-
 double llm_workload::routed_experts(const pass_info& p, unsigned l) {
   if (!m_routing || !m_model.moe_layer(l)) return 0;
   return static_cast<double>(m_routing->route(p.prefill ? 0 : p.step, l, std::uint64_t(p.batch) * p.rows).size());
@@ -114,7 +66,7 @@ void add_scaled_to_counters(const counter_snapshot& amounts, double f) {
 }  // namespace
 
 double llm_workload::layer_dt(const pass_info& p, unsigned l, const layer_sample& s) {
-  return std::max(0.0, s.dt + (routed_experts(p, l) - s.routed) * m_routed.slope_dt);
+  return std::max(0.0, s.dt + (routed_experts(p, l) - s.routed) * m_routed->slope_dt());
 }
 
 void llm_workload::skip_layer(const pass_info& p, unsigned l, const layer_sample& s) {
@@ -122,7 +74,7 @@ void llm_workload::skip_layer(const pass_info& p, unsigned l, const layer_sample
   // V become live mid-layer. Its activity is the sample's, its time counted as its own; a MoE
   // layer streams its own routed experts (the sample's plus the difference x the fitted slope).
   const double more = routed_experts(p, l) - s.routed;
-  const double dt = std::max(0.0, s.dt + more * m_routed.slope_dt);
+  const double dt = std::max(0.0, s.dt + more * m_routed->slope_dt());
   sc_core::wait(sc_core::sc_time(dt / 2, sc_core::SC_SEC));
   if (m_plan->kv_touches_chip(l))
     for (bool v : {false, true}) {
@@ -131,7 +83,7 @@ void llm_workload::skip_layer(const pass_info& p, unsigned l, const layer_sample
     }
   sc_core::wait(sc_core::sc_time(dt - dt / 2, sc_core::SC_SEC));
   add_to_counters(s.d);
-  add_scaled_to_counters(m_routed.slope, more);
+  add_scaled_to_counters(m_routed->slope(), more);
   *m_layer_time[l] += dt;
   ++m_layers_extrapolated;
 }
@@ -165,7 +117,7 @@ unsigned llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
   // Mixture of experts: a skipped step streams its own routed experts; the samples' time and
   // counters are taken apart into the routed experts (the fitted slope) and the rest, which the
   // cost driver extrapolates.
-  const double u_dt = m_routed.slope_dt;
+  const double u_dt = m_routed->slope_dt();
   const double routed_slope = q ? a->routed - q->routed : 0.0;
   double routed_extra = 0;  // sum over the skipped steps of (routed_j - routed_a)
   const double t_skip0 = sc_core::sc_time_stamp().to_seconds();
@@ -205,10 +157,10 @@ unsigned llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
   const std::array<double, traffic_classes> before = dram_by_class();
   add_to_counters(amount);
   const double more = routed_extra - (slope ? routed_slope * weights : 0.0);
-  add_scaled_to_counters(m_routed.slope, more);
+  add_scaled_to_counters(m_routed->slope(), more);
   const std::vector<lifetime_kind>& kinds = m_ops->lifetimes();
-  for (std::size_t k = 0; k < m_routed.outer.size() && k < kinds.size(); ++k)  // the residual stream
-    *kinds[k].total_s += m_routed.outer[k] * more * u_dt;
+  for (std::size_t k = 0; k < m_routed->outer().size() && k < kinds.size(); ++k)  // the residual stream
+    *kinds[k].total_s += m_routed->outer()[k] * more * u_dt;
   const std::array<double, traffic_classes> after = dram_by_class();
   auto moved = [&](traffic_class c) { return after[index_of(c)] - before[index_of(c)]; };
   // The skipped steps' rows in steps.csv: their share of the extrapolated traffic by duration.

@@ -11,6 +11,7 @@
 #include "firmware/functional/functional_run.h"
 #include "firmware/llm/pass_trace.h"
 #include "firmware/llm/recompute_plan.h"
+#include "firmware/llm/routed_fit.h"
 #include "firmware/llm/roofline.h"
 #include "models/compute/compute_block.h"
 #include "models/compute/evictor/score_board.h"
@@ -166,12 +167,13 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   m_roof_prefill = std::make_unique<roofline>(a.platform, m_plan->dram());
   m_roof_decode = std::make_unique<roofline>(a.platform, m_plan->dram());
   m_ops = std::make_unique<layer_ops>(*m_driver, *m_plan, m_model, a.platform, m_stats);
+  m_routed = std::make_unique<routed_fit>(*m_ops);
   check_commands(a, kv_tokens);
   if (m_model.moe()) {  // which experts each pass streams (docs/models/model-zoo.md, "Mixture of experts")
     m_routing = std::make_unique<expert_routing>(m_model, p.child_or_empty("routing"), a.platform.seed(), m_batch,
                                                  m_context, m_decode, !m_skip_prefill);
     m_ops->set_routing(m_routing.get());
-    if (m_sample_every > 1 || m_sample_layers) m_ops->set_expert_probe(this);  // sampled decode's routed experts
+    if (m_sample_every > 1 || m_sample_layers) m_ops->set_expert_probe(m_routed.get());  // sampled decode's routed experts
   } else if (p.has("routing")) {
     p.fail("routing", "the routing of experts is for a mixture-of-experts model; " + m_model.name + " has dense FFNs");
   }
@@ -240,7 +242,7 @@ void llm_workload::pass(const pass_info& p) {
         ~recording() { ops.end_layer(); }
       } rec{*m_ops};
       if (m_sample_every > 1) m_ops->begin_layer(p, l);
-      if (m_routing && (m_sample_every > 1 || m_sample_layers)) m_ops->alive(m_layer_alive);  // routed_end()
+      if (m_routing && (m_sample_every > 1 || m_sample_layers)) m_routed->layer_begins();  // routed_end()
       m_scheduler->layer(*m_ops, p, l, x);
     }
     trace.layer_end(l);
@@ -350,7 +352,7 @@ void llm_workload::run() {
     if (sampling && m_samples.size() == 2 && m_skipped_since_sample) {
       const step_sample &a = m_samples.back(), &q = m_samples.front();
       const double w = a.x != q.x ? (cost_driver(p) - a.x) / (a.x - q.x) : 0.0;
-      const double u_dt = m_routed.slope_dt;  // skip_steps' model
+      const double u_dt = m_routed->slope_dt();  // skip_steps' model
       const double routed = m_routing ? routed_experts(p) - a.routed : 0.0;
       predicted = std::max(
           0.0, a.dt + (a.x != q.x ? (a.dt - q.dt - (a.routed - q.routed) * u_dt) * w : 0.0) + routed * u_dt);

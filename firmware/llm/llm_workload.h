@@ -5,7 +5,8 @@
 // kind, activation lifetimes, per-step and per-layer CSVs. docs/firmware.md. llm_workload.cpp
 // sets the run up and runs the passes, llm_checks.cpp checks its commands before the run,
 // llm_policies.cpp applies the policies each pass, llm_sampler.cpp holds sampled decode and
-// sampled layers, llm_results.cpp the results.
+// sampled layers (routed_fit.h: a routed expert's cost, for a mixture of experts),
+// llm_results.cpp the results.
 #pragma once
 
 #include "firmware/driver/driver.h"
@@ -27,7 +28,7 @@
 
 namespace kelle {
 
-class llm_workload : public workload, private layer_ops::expert_probe {
+class llm_workload : public workload {
  public:
   llm_workload(const sc_core::sc_module_name& name, const workload_args& args);
   ~llm_workload() override;
@@ -58,33 +59,9 @@ class llm_workload : public workload, private layer_ops::expert_probe {
     double dt = 0;
     counter_snapshot d;
   };
-  // Mixture of experts: what one more routed expert adds to a decode layer (its time and every
-  // counter), fitted over the detailed layers' routed experts as least squares of what they added
-  // against how many they were (a layer's experts share the batch's rows whatever the routing, so
-  // the work per row is in the intercept, not in the slope). A layer or step that is not simulated
-  // routes to its own experts (the routing is known without simulating): its time and counters
-  // are the sample's plus (its routed experts - the sample's) x this slope. docs/firmware.md,
-  // "Sampled decode".
-  // The lifetimes of the buffers alive across the routed experts grow with them: those made in
-  // the layer (the FFN's input and output, the router's choice) in the slope; those from before
-  // the layer (the residual stream, which a skipped layer's time stretches as it passes) by kind,
-  // for skipped steps.
-  struct routed_fit {
-    double n = 0, sx = 0, sxx = 0, st = 0, sxt = 0;  // samples, sums of x, x^2, dt, x dt
-    counter_snapshot sd, sxd;                        // sums of d and of x d, per counter
-    double slope_dt = 0;                             // the fit: per routed expert
-    counter_snapshot slope;
-    std::vector<unsigned> outer;  // buffers from before the layer alive across them, by kind
-    void add(double x, double dt, const counter_snapshot& d);
-  };
-  routed_fit m_routed;
-  counter_snapshot m_routed_before;
-  layer_ops::alive_set m_layer_alive;     // the buffers alive when the layer began
-  layer_ops::alive_set m_routed_alive;    // the buffers alive when the routed experts began
-  std::vector<unsigned> m_routed_across;  // scratch: of those, alive when they ended, by kind
-  double m_routed_t0 = 0, m_routed_n = 0;
-  void routed_begin(std::size_t measured) override;
-  void routed_end() override;
+  // Mixture of experts: what one more routed expert adds to a decode layer, fitted over the
+  // detailed layers (routed_fit.h; layer_ops tells it of each layer's routed experts).
+  std::unique_ptr<class routed_fit> m_routed;
   // The routed experts pass `p` streams at `layer` (0 for a dense layer), and over its layers.
   double routed_experts(const pass_info& p, unsigned layer);
   double routed_experts(const pass_info& p);

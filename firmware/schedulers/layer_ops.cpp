@@ -1,7 +1,7 @@
 // layer_ops (layer_ops.h): its set-up, the projections (weight tiles, prefetch, the stacked
 // recompute rows), the SFU's row operations and the dense FFN. Beside it: layer_kv.cpp (the KV
 // slots and the cache's writes), layer_lifetimes.cpp (activation buffers and their lifetimes),
-// layer_arena.cpp (the arena recorder), layer_attention.cpp, layer_moe.cpp.
+// layer_arena.cpp (the arena recorder), layer_attention.cpp, layer_latent.cpp, layer_moe.cpp.
 #include "firmware/schedulers/layer_ops.h"
 
 #include "models/memory/refresh_control.h"

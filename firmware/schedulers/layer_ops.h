@@ -6,7 +6,7 @@
 // layer_ops.cpp holds the weights, the SFU and the FFN; layer_kv.cpp the KV slots, the cache's
 // writes and AERP's x store; layer_lifetimes.cpp the activation buffers and their lifetimes;
 // layer_arena.cpp the arena recorder; layer_attention.cpp the attention and victim selection;
-// layer_moe.cpp a mixture-of-experts FFN.
+// layer_latent.cpp latent attention; layer_moe.cpp a mixture-of-experts FFN.
 #pragma once
 
 #include "firmware/functional/hooks.h"

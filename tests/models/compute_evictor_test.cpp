@@ -431,3 +431,28 @@ workload: {type: test_script}
   });
   CHECK_THAT(wrong, Catch::StartsWith("error: ") && Catch::Contains("is not an RSA"));
 }
+
+TEST_CASE("evictor and rsa: their limits, score registers and section through the block base", "[evictor]") {
+  test::bench b(yaml);
+  compute_block& e = *b.p->block("evictor");
+  const compute_block& r = *b.p->block("rsa");
+  CHECK(e.victim_select_heads() == 64);
+  CHECK(e.victim_select_slots() == 65536);
+  CHECK(e.victim_scores() == &the_evictor(b).board());
+  CHECK(e.params().path() == "system.compute.evictor");
+  CHECK(r.victim_select_slots() == 0);
+  CHECK(b.p->block("rsa")->victim_scores() == nullptr);
+  command c;
+  c.op = opcode::evict_select;
+  c.m = 4, c.k = 8, c.n = 8;
+  CHECK(e.design_limit(c).empty());
+  CHECK(e.refusal(c) == "at most 65536 slots a head (k) and 64 heads (m)");
+  c.m = 65;
+  CHECK(e.design_limit(c) == "at most 65536 slots a head (k) and 64 heads (m)");
+  c.op = opcode::gemm;
+  c.m = 4, c.k = 4, c.n = 4;
+  CHECK(r.design_limit(c).empty());
+  CHECK(r.refusal(c) == "m, k, n and batch at most 16777216 each");
+  c.batch = (1u << 24) + 1;
+  CHECK(r.design_limit(c) == "m, k, n and batch at most 16777216 each");
+}

@@ -296,3 +296,18 @@ TEST_CASE("sfu: operand sizes for placing operands", "[sfu]") {
   CHECK(s.operand_bytes(cmd(opcode::min_search, 4, 100)) == arr{800, 0, 16, 0});
   CHECK(s.operand_bytes(cmd(opcode::gemm, 4, 100)) == arr{0, 0, 0, 0});
 }
+
+TEST_CASE("sfu: why it refuses a command, in its docs page's words, through the block base", "[sfu]") {
+  test::bench b(yaml);
+  const compute_block& s = *b.p->block("sfu");
+  CHECK(s.design_limit(cmd(opcode::softmax, 4, 1000)).empty());
+  CHECK(s.design_limit(cmd(opcode::rope, 1, 63)) == "rope rotates pairs: an even row length");
+  CHECK(s.design_limit(cmd(opcode::exp, 1u << 25, 1)) == "at most 16777216 rows");
+  CHECK(s.design_limit(cmd(opcode::softmax, 1, (1u << 24) + 1)) == "rows of at most 16777216 elements");
+  CHECK(s.design_limit(cmd(opcode::exp, 1u << 16, 1u << 15)) ==
+        "2147483648 elements, at most 1073741824 in one command");
+  // Within its design, a row larger than the buffer: its configuration's doing.
+  CHECK(s.design_limit(cmd(opcode::softmax, 1, 16385)).empty());
+  CHECK(s.refusal(cmd(opcode::softmax, 1, 16385)) == "a row larger than its buffer");
+  CHECK(s.refusal(cmd(opcode::rope, 1, 63)) == "rope rotates pairs: an even row length");
+}

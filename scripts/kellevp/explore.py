@@ -944,6 +944,12 @@ def check_command(sp):
 MANIFEST = "search.json"
 
 
+def shown(path):
+    """A path as a user reads it in an error: relative to the working folder when it is below it."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
 def short(v):
     t = json.dumps(v)
     return t if len(t) <= 60 else t[:57] + "..."
@@ -957,7 +963,7 @@ def guard_folder(args, sp):
     references and the description (each said)."""
     out = args.out
     if os.path.exists(out) and not os.path.isdir(out):
-        fail("--out", f"{out} is a file, expected a results folder")
+        fail("--out", f"{shown(out)} is a file, expected a results folder")
     rec = {"format": 1, "space": sp.path, "storage": args.storage, "identity": identity(sp),
            "continuable": continuable(sp)}
     path = os.path.join(out, MANIFEST)
@@ -972,16 +978,16 @@ def guard_folder(args, sp):
         diff = differences({"storage": old.get("storage"), **old["identity"]},
                            {"storage": args.storage, **rec["identity"]})
         if diff:
-            shown = "; ".join(f"{p}: {short(o)} there, {short(n)} here" for p, o, n in diff[:3])
+            listed = "; ".join(f"{p}: {short(o)} there, {short(n)} here" for p, o, n in diff[:3])
             more = f"; and {len(diff) - 3} more" if len(diff) > 3 else ""
-            fail("--out", f"{out} holds the search '{old['identity'].get('name')}' of {old.get('space')} with another "
-                          f"space or settings ({shown}{more}); a results folder resumes only the same search: give "
-                          "another --out, or remove the folder to start again")
+            fail("--out", f"{shown(out)} holds the search '{old['identity'].get('name')}' of "
+                          f"{shown(old.get('space', '?'))} with another space or settings ({listed}{more}); a results "
+                          "folder resumes only the same search: give another --out, or remove the folder to start again")
         for p, o, n in differences(old.get("continuable", {}), rec["continuable"]):
             print(f"explore {sp.name}: resuming with {p} {short(n)} (was {short(o)})", flush=True)
     elif os.path.isdir(out) and os.listdir(out):
-        fail("--out", f"{out} holds files but no {MANIFEST}: not this search's results (another folder, or a search "
-                      "made before results folders were recorded); give another --out or empty the folder")
+        fail("--out", f"{shown(out)} holds files but no {MANIFEST}: not this search's results (another folder, or a "
+                      "search made before results folders were recorded); give another --out or empty the folder")
     os.makedirs(out, exist_ok=True)
     tmp = path + f".tmp{os.getpid()}"
     with open(tmp, "w") as f:

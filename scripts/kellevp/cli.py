@@ -1,7 +1,7 @@
 """What every command of scripts/ does the same way: bad input in one line with exit status 2
 (`PROG: error: WHERE: MESSAGE`), the simulator named by one option (`--kelle-vp`, default
-build/kelle-vp) and run by one function, the text of a value on its command line, files written
-whole or not at all."""
+build/kelle-vp) and its command line built by one function (run_argv), the text of a value on
+that command line, files written whole or not at all."""
 import argparse
 import csv
 import json
@@ -95,35 +95,22 @@ def run_argv(vp, scenario, out=None, overrides=(), verb="run", quiet=False):
     return cmd + overrides_argv(overrides)
 
 
-def run(vp, scenario, out, overrides=(), quiet=True, log=None):
-    """Runs one scenario into OUT; returns (results.json as a dict or None, the last line the run
-    printed on failure). With `log`, the run's output goes to that file."""
-    return execute(run_argv(vp, scenario, out, overrides, quiet=quiet), out, log)
-
-
 def checked_run(cmd, out):
     """Runs a kelle-vp command line that writes OUT/results.json; its results, or an InputError
     with the run's last line."""
     res, why = execute(cmd, out)
     if res is None:
-        fail(f"kelle-vp {' '.join(os.path.basename(c) if i == 0 else c for i, c in enumerate(cmd[1:3]))}", why)
+        fail(f"kelle-vp {cmd[1]} {os.path.relpath(cmd[2], ROOT)}", why)
     return res
 
 
-def execute(cmd, out, log=None):
-    """Runs a kelle-vp command line that writes OUT/results.json: (results or None, why)."""
-    if log is not None:
-        os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
-        with open(log, "w") as f:
-            rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
-        with open(log, errors="replace") as f:
-            text = f.read()
-    else:
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        rc, text = r.returncode, r.stdout
-    if rc != 0:
-        last = [l.strip() for l in text.splitlines() if l.strip()]
-        return None, last[-1] if last else f"exit status {rc}"
+def execute(cmd, out):
+    """Runs a kelle-vp command line that writes OUT/results.json: (results or None, the last line
+    the run printed)."""
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        last = [l.strip() for l in r.stdout.splitlines() if l.strip()]
+        return None, last[-1] if last else f"exit status {r.returncode}"
     with open(os.path.join(out, "results.json")) as f:
         return json.load(f), None
 

@@ -361,12 +361,13 @@ def hypervolume_history(sp, rows):
     hi = {o: max(r["est"][o] for r in feas) for o in OBJ}
     norm = lambda r: [(r["est"][o] - lo[o]) / ((hi[o] - lo[o]) or 1.0) for o in OBJ]  # noqa: E731
     ref = [1.1] * len(OBJ)
-    out, now = [], []
+    out, now, hv = [], [], 0.0
     for r in feas:
         p = norm(r)
-        if not any(all(q[i] <= p[i] for i in range(len(p))) for q in now):
+        if not any(all(q[i] <= p[i] for i in range(len(p))) for q in now):  # the front moves
             now = [q for q in now if not all(p[i] <= q[i] for i in range(len(p)))] + [p]
-        out.append((r["trial"], hypervolume(now, ref)))
+            hv = hypervolume(now, ref)
+        out.append((r["trial"], hv))
     return out
 
 
@@ -879,27 +880,30 @@ def check_space(args, sp):
         base_msg = (r.stderr.strip().splitlines() or [f"exit status {r.returncode}"])[-1].replace("kelle-vp: error: ", "")
         if "type: llm" in base_msg:
             fail(sp.lines.where("base"), f"base: {sp.base_text} is not an LLM scenario: {base_msg}")
-    probes = []  # (where, what, overrides, strict: any refusal is the file's)
+    # (where, what, overrides, strict, names): a strict probe's every refusal is the file's error
+    # (but a DRAM that the run does not fit); another's only an unknown key or a value of the wrong
+    # kind (file_error), for a derived key's probe one that names that key.
+    probes = []
     for p in sp.params:
         for v in (p.choices if p.kind == "choice" else [p.low, p.high]):
             probes.append((sp.lines.where("parameters", p.key), f"parameters.{p.key} = {design_text(v)}",
-                           {**w0, p.key: v}, False))
+                           {**w0, p.key: v}, False, None))
     if sp.derived:
         for values in probe_designs(sp):
             d = sp.design(values)  # a name in arithmetic, a division by zero: the expression's error here
             for k in sp.derived:
                 probes.append((sp.lines.where("derived", k), f"derived.{k} = {design_text(d[k])} (with " +
                                ", ".join(f"{p.key}={design_text(values[p.key])}" for p in sp.params
-                                         if p.key in sp.derived[k].refs) + ")", {**w0, **d}, k))
+                                         if p.key in sp.derived[k].refs) + ")", {**w0, **d}, False, k))
     for i, w in enumerate(sp.workloads):
-        probes.append((sp.lines.where("workloads", i), f"workloads[{i}]", w["overrides"], True))
+        probes.append((sp.lines.where("workloads", i), f"workloads[{i}]", w["overrides"], True, None))
     for j, ref in enumerate(sp.references):
         for i, w in enumerate(sp.workloads):
             probes.append((ref["where"], f"references[{j}] ({ref['label']}) on workloads[{i}]",
-                           {**w["overrides"], **ref["overrides"]}, True))
+                           {**w["overrides"], **ref["overrides"]}, True, None))
     seen, todo = set(), []
     for pr in probes:  # each distinct check once
-        key = json.dumps({k: design_text(v) for k, v in pr[2].items()}, sort_keys=True) + str(pr[3])
+        key = json.dumps({k: design_text(v) for k, v in pr[2].items()}, sort_keys=True) + str(pr[3:])
         if key not in seen:
             seen.add(key)
             todo.append(pr)
@@ -908,11 +912,10 @@ def check_space(args, sp):
         return pr, platform_check(args, sp, pr[2])
 
     with cf.ThreadPoolExecutor(max_workers=max(1, min(args.workers, 8))) as ex:
-        for (where, what, ov, strict), (rc, msg) in ex.map(check, todo):
+        for (where, what, _, strict, names), (rc, msg) in ex.map(check, todo):
             if rc == 0:
                 continue
-            if strict is True and "does not fit" not in msg or strict is not True and file_error(msg) and (
-                    not isinstance(strict, str) or strict in msg):
+            if "does not fit" not in msg if strict else file_error(msg) and (names is None or names in msg):
                 fail(where, f"{what}: {msg}")
     if base_msg is not None:  # no probe names the cause: the base with the overrides is refused
         fail(sp.lines.where("base"), f"base: {sp.base_text} with the space's overrides and its first "

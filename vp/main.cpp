@@ -52,6 +52,7 @@ namespace {
 struct run_options {
   std::string scenario;
   std::vector<std::string> overrides;
+  std::vector<std::string> overlays;  // --overlay files, merged over the scenario before -p
   std::string outdir;
   bool force = false;
   bool quiet = false;
@@ -264,7 +265,7 @@ std::string one_line(std::string m);
 
 int run(run_options& o) {
   if (!o.check_only) check_outputs(o);
-  kelle::config cfg = kelle::config::load(o.scenario, o.overrides);
+  kelle::config cfg = kelle::config::load(o.scenario, o.overrides, o.overlays);
   const std::string timeline_file = o.timeline.path;
   std::unique_ptr<temp_file> timeline_tmp;
   timeline_guard guard;
@@ -436,6 +437,7 @@ int export_attention(const export_options& o) {
 struct estimate_options {
   std::string scenario;
   std::vector<std::string> overrides;
+  std::vector<std::string> overlays;  // --overlay files, merged over the scenario before -p
   std::string designs;  // "" (one design), a file, or "-" (stdin)
   bool json = false, csv = false;
 };
@@ -510,7 +512,7 @@ int estimate(const estimate_options& o) {
   kelle::first_order_estimate est;
   if (o.designs.empty()) {
     if (o.csv) throw kelle::config_error("--csv: needs --designs (one row per design)");
-    auto cfg = std::make_shared<kelle::config>(kelle::config::load(o.scenario, o.overrides));
+    auto cfg = std::make_shared<kelle::config>(kelle::config::load(o.scenario, o.overrides, o.overlays));
     const auto r = est.evaluate(cfg);
     std::vector<std::string> sys, keys;
     for (const std::string& a : o.overrides) {
@@ -518,7 +520,7 @@ int estimate(const estimate_options& o) {
       if (k == "system") sys.push_back(a);
       else keys.push_back(k);
     }
-    cfg->check_override_paths(kelle::config::load(o.scenario, sys), keys, "command line -p");
+    cfg->check_override_paths(kelle::config::load(o.scenario, sys, o.overlays), keys, "command line -p");
     if (const int err = print(o.json ? r.dump(2) + "\n" : estimate_summary(r))) return stdout_error(err);
     return 0;
   }
@@ -576,8 +578,9 @@ int estimate(const estimate_options& o) {
       }
       auto base = bases.find(sys);
       if (base == bases.end())
-        base = bases.emplace(sys, kelle::config::load(o.scenario, sys.empty() ? std::vector<std::string>{}
-                                                                              : std::vector<std::string>{sys})).first;
+        base = bases.emplace(sys, kelle::config::load(o.scenario,
+                                                      sys.empty() ? std::vector<std::string>{} : std::vector<std::string>{sys},
+                                                      o.overlays)).first;
       cfg = std::make_shared<kelle::config>(base->second.with_overrides(rest));
       base_cfg = &base->second;
       r = est.evaluate(cfg);
@@ -677,6 +680,8 @@ int sc_main(int argc, char* argv[]) {
   auto* run_cmd = app.add_subcommand("run", "run a scenario");
   run_cmd->add_option("scenario", ro.scenario, "scenario file (YAML)")->required();
   run_cmd->add_option("-p,--param", ro.overrides, "override a key: key.path=value (repeatable)");
+  const char* overlay_help = "merge a YAML file of keys over the scenario, its system and technology, before -p (repeatable)";
+  run_cmd->add_option("--overlay", ro.overlays, overlay_help);
   auto* outdir_opt = run_cmd->add_option("-o,--outdir", ro.outdir, "write results.json and report.txt into this folder");
   run_cmd->add_flag("--force", ro.force, "overwrite results already in the output folder");
   run_cmd->add_flag("-q,--quiet", ro.quiet, "do not print the report");
@@ -702,6 +707,7 @@ int sc_main(int argc, char* argv[]) {
       "check", "load, validate and elaborate a scenario without simulating it (exit 0: it would run)");
   check_cmd->add_option("scenario", co.scenario, "scenario file (YAML)")->required();
   check_cmd->add_option("-p,--param", co.overrides, "override a key: key.path=value (repeatable)");
+  check_cmd->add_option("--overlay", co.overlays, overlay_help);
   check_cmd->add_option("--plugin", plugins, plugin_help);
 
   std::string kind;
@@ -743,6 +749,7 @@ int sc_main(int argc, char* argv[]) {
       "estimate", "the first-order model of a scenario's hardware, no simulation (latency, energy, area, DRAM fit)");
   estimate_cmd->add_option("scenario", eso.scenario, "scenario file (YAML)")->required();
   estimate_cmd->add_option("-p,--param", eso.overrides, "override a key: key.path=value (repeatable; every design)");
+  estimate_cmd->add_option("--overlay", eso.overlays, overlay_help);
   estimate_cmd->add_flag("--json", eso.json, "print the estimate as JSON");
   estimate_cmd->add_option("--designs", eso.designs,
                            "one design per line, a JSON object of key.path: value overrides ('-': stdin); "

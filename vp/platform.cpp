@@ -240,7 +240,8 @@ double edram_refresh_J(const std::vector<energy_part>& parts,
 nlohmann::json platform::results() const {
   nlohmann::json r;
   r["kelle_vp_version"] = KELLE_VP_VERSION;
-  r["scenario"] = {{"name", m_name}, {"file", m_cfg.main_file()}, {"system", m_system_name}};
+  r["scenario"] = {{"name", m_name}, {"file", m_cfg.main_file()}, {"system", m_system_name},
+                   {"overlays", m_cfg.overlays()}};
   r["config"] = yaml_to_json(m_cfg.effective());
   r["sim_time_s"] = sc_core::sc_time_stamp().to_seconds();
   r["wall_time_s"] = m_wall_s;
@@ -289,6 +290,7 @@ std::string platform::report() const {
   o << "Kelle VP " << KELLE_VP_VERSION << "  scenario '" << m_name << "'";
   if (!m_cfg.main_file().empty()) o << " (" << m_cfg.main_file() << ")";
   o << "\nSystem: " << m_system_name << "\n";
+  for (const std::string& f : m_cfg.overlays()) o << "Overlay: " << f << "\n";
   for (const auto& p : loaded_plugins()) o << "Plugin: " << p.name << " (" << p.path << ")\n";
   o << "Simulated time: " << si(sc_core::sc_time_stamp().to_seconds(), "s")
     << "   wall time: " << fmt("%.3f", m_wall_s) << " s\n\n";

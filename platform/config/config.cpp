@@ -387,6 +387,7 @@ std::string read_scenario_file(const fs::path& file) {
 struct loader {
   std::map<std::string, std::string>& origin;
   std::vector<std::string> stack;  // files being loaded, to catch include cycles
+  bool overlay = false;            // loading an overlay (--overlay): its own file names no system
   // `plugins:` of every file loaded, in load order: (absolute path, "file:line: plugins[i]").
   std::vector<std::pair<std::string, std::string>> plugins = {};
 
@@ -493,6 +494,10 @@ struct loader {
       node.remove("include");
     }
     if (node["plugins"]) take_plugins(node, file, name);
+    if (overlay && stack.size() == 1 && node["system"] && node["system"].IsScalar())
+      throw config_error(name + ":" + std::to_string(node["system"].Mark().line + 1) +
+                         ": system: an overlay replaces keys of a scenario and names no system "
+                         "(choose one with -p system=NAME)");
     if (system_override || (node["system"] && node["system"].IsScalar())) {
       const std::string where =
           system_override ? std::string("command line -p system=") + *system_override
@@ -562,7 +567,8 @@ std::string scenarios_dir() {
 #endif
 }
 
-config config::load(const std::string& file, const std::vector<std::string>& overrides) {
+config config::load(const std::string& file, const std::vector<std::string>& overrides,
+                    const std::vector<std::string>& overlays) {
   config c;
   c.m_main_file = file;
   std::vector<std::string> rest = overrides;
@@ -572,6 +578,17 @@ config config::load(const std::string& file, const std::vector<std::string>& ove
   if (c.m_root.size() == 0 && !sys)
     throw config_error(file + ": the scenario is empty (expected at least system: and workload:, "
                        "docs/scenario-format.md)");
+  // Each overlay is merged over the whole scenario, its system's files included, then the -p
+  // overrides over both: an overlay replaces what the technology or system files say.
+  l.overlay = true;
+  for (const std::string& ov : overlays) {
+    const YAML::Node n = l.load_file(ov);
+    if (n.size() == 0)
+      throw config_error("--overlay " + ov + ": the overlay is empty (expected the scenario keys it replaces)");
+    c.m_root = merge(c.m_root, n);
+    c.m_overlays.push_back(ov);
+  }
+  l.overlay = false;
   c.use_plugins(l.plugins);
   for (const auto& o : rest) c.apply_override(o);
   return c;
@@ -582,6 +599,7 @@ config config::with_overrides(const std::vector<std::string>& overrides) const {
   c.m_main_file = m_main_file;
   c.m_root = YAML::Clone(m_root);
   c.m_plugins = m_plugins;
+  c.m_overlays = m_overlays;
   c.m_origin = m_origin;
   c.m_used = m_used;
   for (const auto& o : overrides) {

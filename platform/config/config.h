@@ -119,8 +119,11 @@ struct config_limits {
 // A scenario: the merged tree of a file and its includes, with -p overrides applied.
 class config {
  public:
-  // Loads `file` and what it includes, then applies each "key.path=value" override.
-  static config load(const std::string& file, const std::vector<std::string>& overrides = {});
+  // Loads `file` and what it includes, merges each overlay file over it (its keys replace the
+  // scenario's, the system's and the technology's; an overlay names no system), then applies
+  // each "key.path=value" override.
+  static config load(const std::string& file, const std::vector<std::string>& overrides = {},
+                     const std::vector<std::string>& overlays = {});
   // Parses YAML text as if it were a file named `name` (used by tests and embedded defaults).
   static config from_string(const std::string& yaml, const std::string& name = "<string>",
                             const std::vector<std::string>& overrides = {});
@@ -159,6 +162,8 @@ class config {
   // The shared libraries the scenario's files name (`plugins:`), as (absolute path, where named),
   // in load order. The config loader only reads them: whoever builds the system loads them.
   const std::vector<std::pair<std::string, std::string>>& plugins() const { return m_plugins; }
+  // The overlay files merged over the scenario (load()), in order.
+  const std::vector<std::string>& overlays() const { return m_overlays; }
 
  private:
   friend class config_node;
@@ -171,6 +176,7 @@ class config {
   YAML::Node m_root;
   std::string m_main_file;
   std::vector<std::pair<std::string, std::string>> m_plugins;
+  std::vector<std::string> m_overlays;
   std::map<std::string, std::string> m_origin;             // path -> "file:line"
   std::set<std::string> m_used;                            // paths read by a model
   std::map<std::string, std::set<std::string>> m_asked;    // map path -> keys asked there

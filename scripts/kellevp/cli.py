@@ -85,14 +85,39 @@ def overrides_argv(overrides):
     return out
 
 
-def run_argv(vp, scenario, out=None, overrides=(), verb="run", quiet=False):
-    """kelle-vp VERB SCENARIO [-o OUT --force] [-q] -p ...: the one way the scripts run it."""
+def run_argv(vp, scenario, out=None, overrides=(), verb="run", quiet=False, overlays=()):
+    """kelle-vp VERB SCENARIO [-o OUT --force] [-q] [--overlay FILE ...] -p ...: the one way the
+    scripts run it."""
     cmd = [vp, verb, scenario]
     if out is not None:
         cmd += ["-o", out, "--force"]
     if quiet:
         cmd += ["-q"]
-    return cmd + overrides_argv(overrides)
+    return cmd + overlay_argv(overlays) + overrides_argv(overrides)
+
+
+def overlay_argv(overlays):
+    """--overlay FILE arguments (kelle-vp merges each file over the scenario before the -p's)."""
+    out = []
+    for f in overlays:
+        out += ["--overlay", f]
+    return out
+
+
+def add_overlay(ap):
+    ap.add_argument("--overlay", action="append", default=[], metavar="FILE",
+                    help="a YAML file of keys merged over every run's scenario, its system and technology "
+                         "(kelle-vp --overlay; e.g. scenarios/tech/paper-implied.yaml); repeatable")
+
+
+def overlay_files(paths):
+    """The --overlay files as absolute paths, or an InputError naming the one that cannot be read."""
+    out = []
+    for p in paths:
+        if not os.path.isfile(p):
+            fail(f"--overlay {p}", "no such file (expected a YAML file of scenario keys)")
+        out.append(os.path.abspath(p))
+    return out
 
 
 def checked_run(cmd, out):

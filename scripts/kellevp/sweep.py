@@ -1,6 +1,7 @@
 """Runs a study: the scenarios of a study file, in parallel, collected into one CSV.
 
 Usage: scripts/sweep STUDY.yaml [--workers N] [--out DIR] [--force] [--dry-run] [--kelle-vp PATH]
+             [--overlay FILE] [-p KEY=VALUE]
        scripts/sweep STUDY.yaml --backend slurm [--partition P] [--account A] [--time T] [--mem M]
              [--cpus-per-task N] [--max-parallel K] [--chunk N] [--wait | --collect] [--retry-failed]
 
@@ -31,7 +32,8 @@ import sys
 import time
 
 from . import ROOT, study_file
-from .cli import add_kelle_vp, entry, fail, flat, parser, run_argv, value_text, write_csv
+from .cli import (add_kelle_vp, add_overlay, entry, fail, flat, overlay_argv, overlay_files, overrides_argv, parser,
+                  run_argv, value_text, write_csv)
 
 STUDY_KEYS = {"name", "description", "base", "overrides", "axes", "points", "quality"}
 QUALITY_KEYS = {"base", "overrides", "keys"}
@@ -219,6 +221,7 @@ def main(argv):
     ap.add_argument("--dry-run", action="store_true", help="list the commands (slurm: the job script) and stop")
     add_kelle_vp(ap)
     ap.add_argument("-p", action="append", default=[], metavar="KEY=VALUE", help="an override for every point")
+    add_overlay(ap)
     sl = ap.add_argument_group("Slurm backend (--backend slurm)")
     ap.add_argument("--backend", choices=["local", "slurm"], default="local",
                     help="local: run here (default); slurm: submit one job array")
@@ -247,6 +250,7 @@ def main(argv):
         args.workers = os.cpu_count() or 1
     if args.workers < 1:
         fail("--workers", "expected a whole number >= 1")
+    overlays = overlay_files(args.overlay)
     name, base, overrides, axes, points, quality = load_study(args.study)
     if quality and args.backend == "slurm":
         fail(args.study, "quality: only with --backend local")
@@ -261,7 +265,8 @@ def main(argv):
     def command(point, folder):
         # The run's output goes to its log file, not a terminal: no progress lines (and no
         # workload key that a workload without progress, such as traffic, would refuse).
-        return run_argv(args.kelle_vp, base, folder, list(overrides.items()) + list(point.items()) + args.p)
+        return run_argv(args.kelle_vp, base, folder, list(overrides.items()) + list(point.items()) + args.p,
+                        overlays=overlays)
 
     def quality_command(point, folder):
         """The quality run of a point: the quality scenario, its overrides, then the point's (and
@@ -298,7 +303,7 @@ def main(argv):
     if args.backend == "slurm":
         from . import sweep_slurm
         study = argparse.Namespace(
-            name=name, path=os.path.abspath(args.study), base=base, out=out, jobs=jobs, extra=args.p,
+            name=name, path=os.path.abspath(args.study), base=base, out=out, jobs=jobs, extra=overlay_argv(overlays) + overrides_argv(args.p),
             overrides=[f"{k}={value_text(v)}" for k, v in overrides.items()],
             point_overrides=lambda i: [f"{k}={value_text(v)}" for k, v in jobs[i][0].items()],
             write_results=write_results, check=lambda: check_points(jobs, command, args))

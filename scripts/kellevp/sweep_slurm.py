@@ -162,9 +162,9 @@ def job_script(study, sel, args, vp, out):
     scen = os.environ.get("KELLE_VP_SCENARIOS")
     if scen:
         lines.append(f"export KELLE_VP_SCENARIOS={q(scen)}")
-    lines.append("# The study's overrides (every point), then the command line's -p (EXTRA).")
+    lines.append("# The study's overrides (every point), then the command line's --overlay and -p (EXTRA).")
     lines.append("COMMON=(" + " ".join(f"-p {q(o)}" for o in study.overrides) + ")")
-    lines.append("EXTRA=(" + " ".join(f"-p {q(o)}" for o in study.extra) + ")")
+    lines.append("EXTRA=(" + " ".join(q(a) for a in study.extra) + ")")
     lines.append("")
     lines.append("POINTS=(")
     for n, i in enumerate(sel):

@@ -194,3 +194,37 @@ TEST_CASE("config: accept_unread skips an unread section but still checks a read
   c.accept_unread("tech.edram");
   CHECK_THAT(error_of([&] { c.check_all_used(); }), Contains("unknown key 'tech.edram.typo'"));
 }
+
+// --overlay (scenarios/tech/paper-implied.yaml, say): merged over the scenario and the files its
+// system includes, before the -p overrides; its keys are named by the overlay's file and line.
+TEST_CASE("config: an overlay replaces the system's and technology's keys, -p still wins", "[config]") {
+  temp_dir d;
+  d.write("tech.yaml", "tech:\n  dram: {pJ: 8, nJ: 1}\n");
+  d.write("sys.yaml", "include: tech.yaml\nsystem:\n  name: s\n");
+  const std::string main = d.write("main.yaml", "include: sys.yaml\nworkload: {n: 1}\n");
+  const std::string over = d.write("over.yaml", "tech:\n  dram:\n    pJ: 23\n");
+  config c = config::load(main, {"workload.n=2"}, {over});
+  auto dram = c.root().child("tech").child("dram");
+  CHECK(dram.get_double("pJ", 0, "x") == 23);
+  CHECK(dram.get_double("nJ", 0, "x") == 1);
+  CHECK(c.where("tech.dram.pJ") == over + ":3");
+  CHECK(c.root().child("workload").get_uint("n", 0, "n") == 2);
+  REQUIRE(c.overlays() == std::vector<std::string>{over});
+  CHECK(c.with_overrides({"workload.n=3"}).overlays() == c.overlays());
+  // -p over the overlay
+  config p = config::load(main, {"tech.dram.pJ=5"}, {over});
+  CHECK(p.root().child("tech").child("dram").get_double("pJ", 0, "x") == 5);
+}
+
+TEST_CASE("config: an overlay that names a system, is empty or is missing is refused in one line", "[config]") {
+  temp_dir d;
+  const std::string main = d.write("main.yaml", "workload: {n: 1}\n");
+  const std::string sys = d.write("sys.yaml", "# a comment\nsystem: kelle_edram\n");
+  CHECK_THAT(error_of([&] { config::load(main, {}, {sys}); }),
+             Contains(sys + ":2: system: an overlay replaces keys of a scenario and names no system"));
+  const std::string empty = d.write("empty.yaml", "# nothing\n");
+  CHECK_THAT(error_of([&] { config::load(main, {}, {empty}); }),
+             Contains("--overlay " + empty + ": the overlay is empty"));
+  CHECK_THAT(error_of([&] { config::load(main, {}, {(d.path / "absent.yaml").string()}); }),
+             Contains("absent.yaml"));
+}

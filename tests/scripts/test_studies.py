@@ -143,3 +143,37 @@ def test_quality_orderings():
     runs[("streaming", 64, 0)] = 11.9  # no collapse, and no better than with 4 sinks
     out = quality_check(runs, 10.0, 1024, 0.005, "perplexity")
     assert out["S1"][2] and out["S2"][2] and not out["H1"][2]
+
+
+def test_overlay_options(tmp_path):
+    """--overlay: the files go to kelle-vp before the -p's, absolute; a missing one is one line."""
+    over = tmp_path / "o.yaml"
+    over.write_text("tech: {}\n")
+    files = cli.overlay_files([str(over)])
+    assert files == [str(over)]
+    argv = cli.run_argv("vp", "s.yaml", "out", [("a.b", 1)], overlays=files)
+    assert argv == ["vp", "run", "s.yaml", "-o", "out", "--force", "--overlay", str(over), "-p", "a.b=1"]
+    with pytest.raises(InputError) as e:
+        cli.overlay_files([str(tmp_path / "absent.yaml")])
+    assert e.value.where == f"--overlay {tmp_path / 'absent.yaml'}"
+    assert "no such file" in e.value.message
+
+
+def test_sweep_overlay_reaches_every_point(tmp_path, kelle_vp):
+    """scripts/sweep --overlay: every point runs with it (results.json names it, the value it sets
+    is the run's), on the two-layer model."""
+    from kellevp.sweep import main as sweep
+    from conftest import TINY
+    over = tmp_path / "o.yaml"
+    over.write_text("tech:\n  lpddr4:\n    read_energy_pJ_per_bit: 22.93\n")
+    study = tmp_path / "s.yaml"
+    study.write_text(f"name: s\nbase: {LLM_BASE}\noverrides:{TINY.replace('decode_len: 16', 'decode_len: 2')}\n"
+                     "axes:\n  system: [kelle_edram, original_sram]\n")
+    out = tmp_path / "out"
+    assert sweep([str(study), "--out", str(out), "--workers", "2", "--kelle-vp", kelle_vp,
+                  "--overlay", str(over)]) == 0
+    import json
+    for system in ("kelle_edram", "original_sram"):
+        r = json.load(open(out / f"system-{system}" / "results.json"))
+        assert r["scenario"]["overlays"] == [str(over)]
+        assert r["config"]["tech"]["lpddr4"]["read_energy_pJ_per_bit"] == 22.93

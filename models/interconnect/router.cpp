@@ -90,12 +90,14 @@ void router::before_end_of_elaboration() {
     t->queues.resize(m_initiators.size());
     t->held.assign(m_initiators.size(), nullptr);
   }
+  sc_core::sc_spawn_options method;
+  method.spawn_method();
   for (unsigned i = 0; i < m_targets.size(); ++i)
-    sc_core::sc_spawn([this, i] { target_thread(i); },
-                      sc_core::sc_gen_unique_name(("arbiter_" + m_targets[i]->name).c_str()));
+    sc_core::sc_spawn([this, i] { target_method(i); },
+                      sc_core::sc_gen_unique_name(("arbiter_" + m_targets[i]->name).c_str()), &method);
   for (unsigned i = 0; i < m_initiators.size(); ++i)
-    sc_core::sc_spawn([this, i] { initiator_thread(i); },
-                      sc_core::sc_gen_unique_name(("responder_" + m_initiators[i]->name).c_str()));
+    sc_core::sc_spawn([this, i] { initiator_method(i); },
+                      sc_core::sc_gen_unique_name(("responder_" + m_initiators[i]->name).c_str()), &method);
 }
 
 int router::decode(std::uint64_t addr) const {
@@ -112,12 +114,14 @@ router::route* router::take_route() {
   return r;
 }
 
-sc_core::sc_time router::pass(sc_core::sc_time& link_free, double Bps, std::uint64_t bytes,
-                              const sc_core::sc_time& at) {
+sc_core::sc_time router::pass(link& l, double Bps, std::uint64_t bytes, const sc_core::sc_time& at) {
   if (std::isinf(Bps) || bytes == 0) return at;
-  const sc_core::sc_time done =
-      std::max(at, link_free + sc_core::sc_time(static_cast<double>(bytes) / Bps, sc_core::SC_SEC));
-  link_free = done;
+  if (bytes != l.last_bytes) {
+    l.last_bytes = bytes;
+    l.last_time = sc_core::sc_time(static_cast<double>(bytes) / Bps, sc_core::SC_SEC);
+  }
+  const sc_core::sc_time done = std::max(at, l.free + l.last_time);
+  l.free = done;
   return done;
 }
 
@@ -160,77 +164,100 @@ tlm::tlm_sync_enum router::nb_transport_fw(int id, tlm::tlm_generic_payload& t, 
   return tlm::TLM_COMPLETED;
 }
 
-void router::target_thread(unsigned ti) {
+void router::target_method(unsigned ti) {
   target_port& tp = *m_targets[ti];
   const unsigned n = static_cast<unsigned>(tp.queues.size());
   for (;;) {
-    // Round-robin over initiators whose oldest request has arrived.
-    const sc_core::sc_time now = sc_core::sc_time_stamp();
-    int pick = -1;
-    sc_core::sc_time earliest = sc_core::sc_max_time();
-    for (unsigned k = 0; k < n; ++k) {
-      const unsigned i = (tp.rr + k) % n;
-      if (tp.queues[i].empty()) continue;
-      const sc_core::sc_time r = tp.queues[i].front().ready;
-      if (r <= now) {
-        pick = static_cast<int>(i);
+    switch (tp.at) {
+      case target_port::step::arbitrate: {
+        // Round-robin over initiators whose oldest request has arrived.
+        const sc_core::sc_time now = sc_core::sc_time_stamp();
+        int pick = -1;
+        sc_core::sc_time earliest = sc_core::sc_max_time();
+        for (unsigned k = 0; k < n; ++k) {
+          const unsigned i = (tp.rr + k) % n;
+          if (tp.queues[i].empty()) continue;
+          const sc_core::sc_time r = tp.queues[i].front().ready;
+          if (r <= now) {
+            pick = static_cast<int>(i);
+            break;
+          }
+          earliest = std::min(earliest, r);
+        }
+        if (pick < 0) {
+          if (earliest == sc_core::sc_max_time())
+            next_trigger(tp.wake);
+          else
+            next_trigger(earliest - now, tp.wake);
+          return;
+        }
+        const unsigned ii = static_cast<unsigned>(pick);
+        tp.rr = (ii + 1) % n;
+        tp.current = ii;
+        tlm::tlm_generic_payload& t = *tp.queues[ii].front().t;
+        initiator_port& ip = *m_initiators[ii];
+
+        // Write data crosses the initiator's and the target's downstream links.
+        sc_core::sc_time send = now;
+        if (t.is_write()) {
+          const std::uint64_t len = t.get_data_length();
+          send = pass(ip.down, ip.Bps, len, send);
+          send = pass(tp.down, tp.Bps, len, send);
+        }
+        ++*tp.transactions;
+        ++*ip.transactions;
+        *tp.bytes += t.get_data_length();
+        *ip.bytes += t.get_data_length();
+        tp.at = target_port::step::send;
+        if (send > now) {
+          next_trigger(send - now);
+          return;
+        }
         break;
       }
-      earliest = std::min(earliest, r);
-    }
-    if (pick < 0) {
-      if (earliest == sc_core::sc_max_time())
-        sc_core::wait(tp.wake);
-      else
-        sc_core::wait(earliest - now, tp.wake);
-      continue;
-    }
-    const unsigned ii = static_cast<unsigned>(pick);
-    tp.rr = (ii + 1) % n;
-    const pending p = tp.queues[ii].front();
-    tlm::tlm_generic_payload& t = *p.t;
-    initiator_port& ip = *m_initiators[ii];
+      case target_port::step::send: {
+        tlm::tlm_generic_payload& t = *tp.queues[tp.current].front().t;
+        tlm::tlm_phase ph = tlm::BEGIN_REQ;
+        sc_core::sc_time d = sc_core::SC_ZERO_TIME;
+        tp.awaiting_end_req = &t;
+        tp.at = target_port::step::accepted;
+        const tlm::tlm_sync_enum r = initiator_socket[ti]->nb_transport_fw(t, ph, d);
+        if (r == tlm::TLM_ACCEPTED) {
+          if (tp.awaiting_end_req) {
+            next_trigger(tp.end_req);
+            return;
+          }
+          break;
+        }
+        if (r == tlm::TLM_UPDATED) {
+          if (ph == tlm::BEGIN_RESP) push_response(t, sc_core::sc_time_stamp() + d);
+          else if (ph != tlm::END_REQ)
+            SC_REPORT_FATAL(name(), ("target returned phase " + std::string(ph.get_name())).c_str());
+        } else {  // TLM_COMPLETED: the target answered at once
+          push_response(t, sc_core::sc_time_stamp() + d);
+        }
+        next_trigger(d);
+        return;
+      }
+      case target_port::step::accepted: {
+        const unsigned ii = tp.current;
+        initiator_port& ip = *m_initiators[ii];
+        tp.awaiting_end_req = nullptr;
+        const sc_core::sc_time waited = sc_core::sc_time_stamp() - tp.queues[ii].front().ready;
+        *tp.wait += waited.to_seconds();
+        *ip.wait += waited.to_seconds();
 
-    // Write data crosses the initiator's and the target's downstream links.
-    sc_core::sc_time send = now;
-    if (t.is_write()) {
-      const std::uint64_t len = t.get_data_length();
-      send = pass(ip.down_free, ip.Bps, len, send);
-      send = pass(tp.down_free, tp.Bps, len, send);
-    }
-    ++*tp.transactions;
-    ++*ip.transactions;
-    *tp.bytes += t.get_data_length();
-    *ip.bytes += t.get_data_length();
-    if (send > now) sc_core::wait(send - now);
-
-    tlm::tlm_phase ph = tlm::BEGIN_REQ;
-    sc_core::sc_time d = sc_core::SC_ZERO_TIME;
-    tp.awaiting_end_req = &t;
-    const tlm::tlm_sync_enum r = initiator_socket[ti]->nb_transport_fw(t, ph, d);
-    if (r == tlm::TLM_ACCEPTED) {
-      if (tp.awaiting_end_req) sc_core::wait(tp.end_req);
-    } else if (r == tlm::TLM_UPDATED) {
-      if (ph == tlm::BEGIN_RESP) push_response(t, sc_core::sc_time_stamp() + d);
-      else if (ph != tlm::END_REQ)
-        SC_REPORT_FATAL(name(), ("target returned phase " + std::string(ph.get_name())).c_str());
-      sc_core::wait(d);
-    } else {  // TLM_COMPLETED: the target answered at once
-      push_response(t, sc_core::sc_time_stamp() + d);
-      sc_core::wait(d);
-    }
-    tp.awaiting_end_req = nullptr;
-    const sc_core::sc_time waited = sc_core::sc_time_stamp() - p.ready;
-    *tp.wait += waited.to_seconds();
-    *ip.wait += waited.to_seconds();
-
-    // The request leaves the buffer; a request held for want of room may now have END_REQ.
-    tp.queues[ii].pop_front();
-    if (tlm::tlm_generic_payload* h = tp.held[ii]) {
-      tp.held[ii] = nullptr;
-      tlm::tlm_phase up = tlm::END_REQ;
-      sc_core::sc_time ud = sc_core::SC_ZERO_TIME;
-      target_socket[static_cast<int>(ii)]->nb_transport_bw(*h, up, ud);
+        // The request leaves the buffer; a request held for want of room may now have END_REQ.
+        tp.queues[ii].pop_front();
+        tp.at = target_port::step::arbitrate;
+        if (tlm::tlm_generic_payload* h = tp.held[ii]) {
+          tp.held[ii] = nullptr;
+          tlm::tlm_phase up = tlm::END_REQ;
+          sc_core::sc_time ud = sc_core::SC_ZERO_TIME;
+          target_socket[static_cast<int>(ii)]->nb_transport_bw(*h, up, ud);
+        }
+        break;
+      }
     }
   }
 }
@@ -243,13 +270,18 @@ void router::push_response(tlm::tlm_generic_payload& t, const sc_core::sc_time& 
   sc_core::sc_time ready = at;
   if (t.is_read()) {
     const std::uint64_t len = t.get_data_length();
-    ready = pass(tp.up_free, tp.Bps, len, ready);
-    ready = pass(ip.up_free, ip.Bps, len, ready);
+    ready = pass(tp.up, tp.Bps, len, ready);
+    ready = pass(ip.up, ip.Bps, len, ready);
   }
   ready += tp.latency + ip.latency;
   auto pos = ip.responses.end();
   while (pos != ip.responses.begin() && std::prev(pos)->ready > ready) --pos;
-  ip.responses.insert(pos, {&t, ready});
+  // At the end (nearly always) push_back: insert() at the front of an empty deque would take
+  // and free a node per response.
+  if (pos == ip.responses.end())
+    ip.responses.push_back({&t, ready});
+  else
+    ip.responses.insert(pos, {&t, ready});
   ip.wake.notify(ready - sc_core::sc_time_stamp());
 }
 
@@ -277,17 +309,17 @@ tlm::tlm_sync_enum router::nb_transport_bw(int id, tlm::tlm_generic_payload& t, 
   return tlm::TLM_COMPLETED;
 }
 
-void router::initiator_thread(unsigned ii) {
+void router::initiator_method(unsigned ii) {
   initiator_port& ip = *m_initiators[ii];
   for (;;) {
     if (ip.responses.empty()) {
-      sc_core::wait(ip.wake);
-      continue;
+      next_trigger(ip.wake);
+      return;
     }
     const sc_core::sc_time now = sc_core::sc_time_stamp();
     if (ip.responses.front().ready > now) {
-      sc_core::wait(ip.responses.front().ready - now, ip.wake);
-      continue;
+      next_trigger(ip.responses.front().ready - now, ip.wake);
+      return;
     }
     tlm::tlm_generic_payload& t = *ip.responses.front().t;
     ip.responses.pop_front();
@@ -299,10 +331,14 @@ void router::initiator_thread(unsigned ii) {
     tlm::tlm_phase ph = tlm::BEGIN_RESP;
     sc_core::sc_time d = sc_core::SC_ZERO_TIME;
     const tlm::tlm_sync_enum s = target_socket[static_cast<int>(ii)]->nb_transport_bw(t, ph, d);
-    if (s == tlm::TLM_ACCEPTED)
-      sc_core::wait(ip.end_resp);
-    else if (s == tlm::TLM_UPDATED)
-      sc_core::wait(d);
+    if (s == tlm::TLM_ACCEPTED) {
+      next_trigger(ip.end_resp);
+      return;
+    }
+    if (s == tlm::TLM_UPDATED) {
+      next_trigger(d);
+      return;
+    }
   }
 }
 

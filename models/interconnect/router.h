@@ -59,12 +59,19 @@ class router : public sc_core::sc_module {
     tlm::tlm_generic_payload* t;
     sc_core::sc_time ready;
   };
+  // One direction of a port's data path: when it is next free, and the time the last transfer
+  // size took on it (transfers mostly repeat one size: the sc_time is built from a double once).
+  struct link {
+    sc_core::sc_time free;
+    std::uint64_t last_bytes = 0;
+    sc_core::sc_time last_time;
+  };
   struct port {
     std::string name;
     sc_core::sc_time latency;
     double Bps;                      // bytes per second per direction (inf: no limit)
-    sc_core::sc_time down_free;      // when the port's downstream (request data) link is free
-    sc_core::sc_time up_free;        // when its upstream (response data) link is free
+    link down;                       // the downstream (request data) link
+    link up;                         // the upstream (response data) link
     sc_core::sc_event wake;
     stat* transactions = nullptr;
     stat* bytes = nullptr;
@@ -77,6 +84,10 @@ class router : public sc_core::sc_module {
     unsigned rr = 0;                          // next initiator the arbiter looks at
     tlm::tlm_generic_payload* awaiting_end_req = nullptr;
     sc_core::sc_event end_req;
+    // The arbiter's state between activations: arbitrating, or the request of initiator
+    // `current` waiting to be sent (its write data on the links) or to be accepted.
+    enum class step { arbitrate, send, accepted } at = step::arbitrate;
+    unsigned current = 0;
   };
   struct initiator_port : port {
     std::deque<pending> responses;  // ordered by ready time
@@ -90,15 +101,17 @@ class router : public sc_core::sc_module {
                                      sc_core::sc_time& delay);
   unsigned int transport_dbg(int id, tlm::tlm_generic_payload& t);
   void before_end_of_elaboration() override;
-  void target_thread(unsigned ti);
-  void initiator_thread(unsigned ii);
+  // The arbiter of a target port and the responder of an initiator port: method processes
+  // (a state machine each, re-triggered by next_trigger), which cost the kernel a function call
+  // per activation where a thread costs two context switches.
+  void target_method(unsigned ti);
+  void initiator_method(unsigned ii);
   int decode(std::uint64_t addr) const;
   void configure_port(port& p, const std::string& name, const std::string& side);
   void push_response(tlm::tlm_generic_payload& t, const sc_core::sc_time& at);
   route* take_route();
-  // Serialises `bytes` on a link that is free from `link_free`; returns when they have passed.
-  static sc_core::sc_time pass(sc_core::sc_time& link_free, double Bps, std::uint64_t bytes,
-                               const sc_core::sc_time& at);
+  // Serialises `bytes` on link `l` after what it carries already; returns when they have passed.
+  static sc_core::sc_time pass(link& l, double Bps, std::uint64_t bytes, const sc_core::sc_time& at);
 
   config_node m_params;
   sc_core::sc_time m_default_latency;

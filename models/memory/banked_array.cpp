@@ -86,15 +86,24 @@ sc_core::sc_time banked_array::service(tlm::tlm_command, std::uint64_t addr, std
   if (m_round_robin) return rr_serve(addr, len, start);
   const double s_per_B = 1.0 / (m_bank_Bps * access_share(start));
   sc_core::sc_time done = start;
-  double waited = 0.0;
+  sc_core::sc_time waited = sc_core::SC_ZERO_TIME;
   for_each_bank(addr, len, [&](unsigned b, std::uint64_t bytes) {
     const sc_core::sc_time begin = std::max(start, m_bank_free[b]);
-    waited = std::max(waited, (begin - start).to_seconds());
-    m_bank_free[b] = begin + sc_core::sc_time(static_cast<double>(bytes) * s_per_B, sc_core::SC_SEC);
+    waited = std::max(waited, begin - start);
+    m_bank_free[b] = begin + bank_time(bytes, s_per_B);
     done = std::max(done, m_bank_free[b]);
   });
-  m_bank_wait += waited;
+  m_bank_wait += waited.to_seconds();
   return done + m_latency;
+}
+
+const sc_core::sc_time& banked_array::bank_time(std::uint64_t bytes, double s_per_B) {
+  if (bytes != m_last_bytes || s_per_B != m_last_s_per_B) {
+    m_last_bytes = bytes;
+    m_last_s_per_B = s_per_B;
+    m_last_bank_time = sc_core::sc_time(static_cast<double>(bytes) * s_per_B, sc_core::SC_SEC);
+  }
+  return m_last_bank_time;
 }
 
 namespace {

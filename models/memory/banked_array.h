@@ -53,6 +53,13 @@ class banked_array : public memory_target {
   double m_area_mm2;            // area of this instance (scaled by capacity)
   std::vector<sc_core::sc_time> m_bank_free;  // when each bank finishes its queued work (fcfs)
   stat& m_bank_wait;
+  // The time a bank takes for `bytes` at `s_per_B` seconds per byte. An access's banks mostly
+  // take the same bytes, and accesses mostly repeat sizes: the last value is kept, so the
+  // sc_time is built from a double once per size rather than once per bank and access.
+  const sc_core::sc_time& bank_time(std::uint64_t bytes, double s_per_B);
+  std::uint64_t m_last_bytes = 0;
+  double m_last_s_per_B = 0.0;
+  sc_core::sc_time m_last_bank_time;
 
  private:
   // Bytes of an access in each bank it touches, from first_bank on (closed form).

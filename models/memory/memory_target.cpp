@@ -183,22 +183,26 @@ void memory_target::complete(std::uint64_t request, const sc_core::sc_time& read
 }
 
 void memory_target::send_next_response() {
-  if (m_responses.empty()) return;
-  tlm::tlm_generic_payload* t = m_responses.front();
-  m_responses.pop_front();
-  m_resp_in_flight = t;
-  tlm::tlm_phase ph = tlm::BEGIN_RESP;
-  sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
-  const tlm::tlm_sync_enum r = socket->nb_transport_bw(*t, ph, delay);
-  if (r == tlm::TLM_COMPLETED || (r == tlm::TLM_UPDATED && ph == tlm::END_RESP))
-    m_peq.notify(*t, tlm::END_RESP, delay);
+  while (!m_responses.empty()) {
+    tlm::tlm_generic_payload* t = m_responses.front();
+    m_responses.pop_front();
+    m_resp_in_flight = t;
+    tlm::tlm_phase ph = tlm::BEGIN_RESP;
+    sc_core::sc_time delay = sc_core::SC_ZERO_TIME;
+    const tlm::tlm_sync_enum r = socket->nb_transport_bw(*t, ph, delay);
+    if (r != tlm::TLM_COMPLETED && !(r == tlm::TLM_UPDATED && ph == tlm::END_RESP))
+      return;  // END_RESP comes on the forward path
+    if (delay != sc_core::SC_ZERO_TIME) {
+      m_peq.notify(*t, tlm::END_RESP, delay);
+      return;
+    }
+    // Completed now (the interconnect buffers responses): the response channel is free at
+    // once, without a round through the payload event queue.
+    end_response(*t);
+  }
 }
 
-void memory_target::finish_response(tlm::tlm_generic_payload& t) {
-  if (&t != m_resp_in_flight) {
-    SC_REPORT_FATAL(name(), "END_RESP for a transaction whose response is not in flight");
-    return;
-  }
+void memory_target::end_response(tlm::tlm_generic_payload& t) {
   m_resp_in_flight = nullptr;
   --m_in_service;
   if (t.has_mm()) t.release();
@@ -207,6 +211,14 @@ void memory_target::finish_response(tlm::tlm_generic_payload& t) {
     m_waiting.pop_front();
     begin_service(*next);
   }
+}
+
+void memory_target::finish_response(tlm::tlm_generic_payload& t) {
+  if (&t != m_resp_in_flight) {
+    SC_REPORT_FATAL(name(), "END_RESP for a transaction whose response is not in flight");
+    return;
+  }
+  end_response(t);
   send_next_response();
 }
 

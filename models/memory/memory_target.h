@@ -117,7 +117,8 @@ class memory_target : public sc_core::sc_module {
   void peq_cb(tlm::tlm_generic_payload& t, const tlm::tlm_phase& ph);
   void begin_service(tlm::tlm_generic_payload& t);
   void send_next_response();
-  void finish_response(tlm::tlm_generic_payload& t);
+  void finish_response(tlm::tlm_generic_payload& t);  // END_RESP received
+  void end_response(tlm::tlm_generic_payload& t);     // the response channel is free again
   tlm::tlm_response_status check(const tlm::tlm_generic_payload& t) const;
 
   std::uint64_t m_capacity;

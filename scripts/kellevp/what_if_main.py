@@ -197,6 +197,10 @@ def main(argv):
             rows.append(f"| {b} | " + " | ".join(cells) + f" | {paper} |")
         text += "\n".join(rows) + "\n"
 
+    print(text, end="", flush=True)  # before --whole's sweeps, which take long
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
     if a.whole:
         columns = [("as in the study", STUDY_CSV)]
         for name, folder, change in SETTINGS[1:]:
@@ -208,10 +212,9 @@ def main(argv):
         for i, (s, over, p_speed, p_eff) in enumerate(CLAIMS):
             cells = [f"{t[i][3]:.2f}x / {t[i][5]:.2f}x ({t[i][1]} points)" for t in tables]
             rows.append(f"| {NAMES[s]} vs {NAMES[over]} | {p_speed:.2f}x / {p_eff:.2f}x | " + " | ".join(cells) + " |")
+        print("\n".join(rows))
         text += "\n".join(rows) + "\n"
-
-    print(text, end="")
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
+        if a.out:
+            with open(a.out, "w") as f:
+                f.write(text)
     return 0

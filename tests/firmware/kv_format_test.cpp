@@ -7,7 +7,7 @@
 #include "firmware/workload/attention/attention_source.h"
 #include "firmware/workload/model_zoo.h"
 #include "models/compute/command.h"
-#include "models/compute/kv_format.h"
+#include "models/compute/kv_format/kv_format.h"
 #include "platform/config/config.h"
 #include "tests/support/test_initiator.h"
 
@@ -57,17 +57,19 @@ TEST_CASE("kv_format: rows, scales and codes of int8 and int4 by hand", "[kv_for
   // A Llama head: 128 channels. int4: 128 x 4 bits = 64 B of codes; KIVI's groups of 32: a value
   // row has 128 / 32 = 4 groups, a key group of 32 tokens 128 (scale, zero) pairs = 4 per token;
   // 4 pairs x 2 x 2 B = 16 B of scales per token. 80 B in all; int8 128 + 16 = 144 B; binary16 256 B.
-  const kv_format b16, i8(kv_format::kind::int8, 32), i4(kv_format::kind::int4, 32);
+  const kv_format b16, i8 = kv_format::named("int8"), i4 = kv_format::named("int4");  // G 32 by default
   CHECK(b16.row_bytes(128) == 256);
   CHECK(i8.row_bytes(128) == 144);
   CHECK(i4.row_bytes(128) == 80);
   CHECK(i4.scale_bytes(128) == 16);
-  CHECK(kv_format(kv_format::kind::int4, 128).row_bytes(128) == 64 + 4);
+  CHECK(kv_format(i4.type(), kv_format_params{128, 1.0f}).row_bytes(128) == 64 + 4);
   // The command encodes it; 16-bit formats leave a command's flags as they were.
   CHECK(b16.command_bits() == 0);
-  CHECK(kv_format(kv_format::kind::bfloat16, 32).command_bits() == 0);
+  CHECK(kv_format::named("bfloat16").command_bits() == 0);
+  CHECK(kv_format::named("fixed16").command_bits() == 0);
+  CHECK(i8.command_bits() == (3u << flag_kv_format_shift | 5u << flag_kv_group_shift));  // as before the registry
   const kv_format back = kv_format::from_command(i4.command_bits() | flag_b_16bit);
-  CHECK(back.type() == kv_format::kind::int4);
+  CHECK(back.name() == "int4");
   CHECK(back.group() == 32);
   // KIVI's asymmetric quantiser: a group spanning [-1, 2] in int4 has zero -1 and scale 3 / 15 =
   // 0.2, 0.19995117 in binary16; 0.5 is (0.5 + 1) / 0.19995 = 7.5 -> code 8 -> 8 x 0.19995 - 1 =
@@ -163,13 +165,13 @@ TEST_CASE("kv_format: AERP compares x with the format's K and V bytes", "[kv_for
   const auto m = models().create("llama2-7b");
   model_shape s = *m;
   CHECK(double(s.x_bytes_per_token()) / (2.0 * s.kv_row_bytes()) == 16);
-  s.kv = kv_format(kv_format::kind::int4, 32);
+  s.kv = kv_format::named("int4");
   CHECK(double(s.x_bytes_per_token()) / (2.0 * s.kv_row_bytes()) == Approx(51.2));
   // The policy itself: AERP can store x in binary16 (all 32 heads' K and V outweigh x), never in int4.
   auto cfg = config::from_string("attention: {seed: 1}\nkv: {kv_budget: 128}\n");
   for (const bool int4 : {false, true}) {
     model_shape ms = *m;
-    if (int4) ms.kv = kv_format(kv_format::kind::int4, 32);
+    if (int4) ms.kv = kv_format::named("int4");
     auto src = make_attention_source({cfg.root().child_or_empty("attention"), ms.layers, ms.heads});
     auto p = kv_policies().create("aerp", kv_policy_args{cfg.root().child("kv"), ms, 1, src.get()});
     INFO("int4: " << int4);

@@ -51,6 +51,19 @@ void within_tolerance(const nlohmann::json& q) {
   CHECK(q["nonfinite_logits"].get<double>() == 0);
 }
 
+// tiny() with KV format `f`, which quantises: within tolerance of the reference that quantises
+// the same way, with a full-precision reference beside it. Returns the run's quality.
+nlohmann::json quantised_run(const std::string& f) {
+  INFO(f);
+  const auto r = tiny({"policy.kv_format=" + f});
+  const auto& q = r["quality"];
+  INFO(q.dump());
+  CHECK(r["functional"]["kv_format"] == f);
+  within_tolerance(q);
+  REQUIRE(q.contains("full_precision"));
+  return q;
+}
+
 }  // namespace
 
 TEST_CASE("kv_format: rows, scales and codes of int8 and int4 by hand", "[kv_format]") {
@@ -182,14 +195,8 @@ TEST_CASE("kv_format: AERP compares x with the format's K and V bytes", "[kv_for
 
 TEST_CASE("functional: int8 and int4 KV match the reference that quantises the same way", "[functional][kv_format]") {
   for (const char* f : {"int8", "int4"}) {
-    INFO(f);
-    const auto r = tiny({std::string("policy.kv_format=") + f});
-    const auto& q = r["quality"];
-    INFO(q.dump());
-    CHECK(r["functional"]["kv_format"] == f);
-    within_tolerance(q);
+    const auto q = quantised_run(f);
     // Against full precision the format costs something, int4 more than int8.
-    REQUIRE(q.contains("full_precision"));
     CHECK(q["full_precision"]["kl_divergence"].get<double>() > q["kl_divergence"].get<double>());
   }
   const auto r8 = tiny({"policy.kv_format=int8"});
@@ -234,6 +241,32 @@ TEST_CASE("functional: an int4 run's timing and traffic are the timing mode's at
   CHECK(f["traffic_bytes"] == t["traffic_bytes"]);
   CHECK(!t.contains("quality"));
   // And the int4 cache moves fewer KV bytes than the binary16 one of the same run.
+  const auto b = tiny({"mode=timing"});
+  CHECK(t["llm"]["kv_bytes_written"].get<double>() < b["llm"]["kv_bytes_written"].get<double>());
+}
+
+// The OCP FP8 formats (models/compute/kv_format/fp8.cpp; their codes by hand: kv_format_fp8_test.cpp).
+TEST_CASE("functional: fp8 KV matches the reference that quantises the same way", "[functional][kv_format][fp8]") {
+  // Against full precision both cost something, E5M2's 2 mantissa bits more than E4M3's 3.
+  const double e4m3 = quantised_run("fp8_e4m3")["full_precision"]["kl_divergence"].get<double>();
+  const double e5m2 = quantised_run("fp8_e5m2")["full_precision"]["kl_divergence"].get<double>();
+  CHECK(e4m3 > 0);
+  CHECK(e5m2 > e4m3);
+}
+
+TEST_CASE("functional: bit errors hit the fp8 codes' MSB or LSB half, and its timing is the timing mode's",
+          "[functional][kv_format][fp8]") {
+  for (const char* g : {"lst_lsb", "hst_msb"}) {
+    INFO(g);
+    const auto r = tiny({"policy.kv_format=fp8_e4m3", "policy.kv=aep", "policy.kv_budget=64", "policy.sink_tokens=2",
+                         "policy.recent_window=4", "functional.faults.mode=ber", "functional.faults.ber=0.02",
+                         std::string("functional.faults.group=") + g});
+    for (const auto& [k, v] : r["quality"]["flipped_bits"].items()) CHECK((v.get<double>() > 20) == (k == g));
+  }
+  const auto f = tiny({"policy.kv_format=fp8_e5m2"});
+  const auto t = tiny({"policy.kv_format=fp8_e5m2", "mode=timing"});
+  CHECK(f["latency_s"]["total"] == t["latency_s"]["total"]);
+  CHECK(f["traffic_bytes"] == t["traffic_bytes"]);
   const auto b = tiny({"mode=timing"});
   CHECK(t["llm"]["kv_bytes_written"].get<double>() < b["llm"]["kv_bytes_written"].get<double>());
 }

@@ -1,9 +1,10 @@
 // The fault model of functional mode: retention faults or a fixed bit-error rate in the KV data
 // the engine reads from the eDRAM, with the writes' times it needs and the flipped-bit counts.
-// The KV's number format (functional.kv_format) decides what a flipped bit does: the value read
-// (binary16, the engine's format) is taken as the stored 16-bit word of that format, the faults
-// flip the word's bits, and the word is read back into binary16 (docs/functional.md, "Number
-// formats"). A word the faults leave alone is read as stored.
+// The KV's number format (functional.kv_format) decides what a flipped bit does: for a 16-bit word
+// format the value read (binary16, the engine's format) is taken as the stored word of that format
+// (kv_format::to_word), the faults flip the word's bits, and the word is read back into binary16
+// (from_word) (docs/functional.md, "Number formats"); a word the faults leave alone is read as
+// stored. A format that quantises has its codes' bits flipped (functional_quantised.cpp).
 #include "firmware/functional/functional_run.h"
 
 #include "models/memory/memory_target.h"
@@ -21,22 +22,24 @@ namespace kelle {
 
 // functional.faults: the mode, its seed and, for a bit-error rate, the rate and the bit groups.
 void functional_run::configure_faults(const config_node& f) {
-  // The stored format is policy.kv_format's unless a 16-bit format is named here for the faults
-  // of a 16-bit cache; an integer format is the cache's (it sizes the bytes the commands move).
+  // The stored format is policy.kv_format's unless a 16-bit word format is named here for the
+  // faults of a 16-bit cache; a format that quantises is the cache's (it sizes the bytes the
+  // commands move).
   const std::string fmt = f.get_choice("kv_format", m_shape.kv.name(), kv_format::names());
-  const bool integer = fmt == "int8" || fmt == "int4";
-  if ((integer || m_shape.kv.grouped()) && fmt != m_shape.kv.name())
+  const kv_format named = kv_format::named(fmt);
+  if ((named.quantises() || m_shape.kv.quantises()) && fmt != m_shape.kv.name())
     f.fail("kv_format", fmt + " differs from policy.kv_format (" + m_shape.kv.name() +
-                            "), which sizes the KV bytes the commands move; an integer format is given there "
-                            "(functional.kv_format then follows it)");
-  if (integer) m_kv_fmt = m_shape.kv;
-  m_kv_format = fmt == "bfloat16" ? number_format::bfloat16 : fmt == "fixed16" ? number_format::fixed16
-                                                                                : number_format::binary16;
+                            "), which sizes the KV bytes the commands move; a format that quantises is given "
+                            "there (functional.kv_format then follows it)");
+  if (named.quantises()) m_kv_fmt = m_shape.kv;
+  m_kv_format = named;
   m_kv_scale = f.get_double("kv_fixed_scale", 1.0 / 1024,
                             "fixed16: the value of one least significant bit (range +-32768 x scale)", 1e-12);
-  const std::string afmt = f.get_choice("act_format", "binary16", {"binary16", "bfloat16", "fixed16"});
-  m_act_format = afmt == "bfloat16" ? number_format::bfloat16 : afmt == "fixed16" ? number_format::fixed16
-                                                                                 : number_format::binary16;
+  // The activations are 16-bit words: any KV format that stores them (one that does not quantise).
+  std::vector<std::string> words;
+  for (const std::string& n : kv_format::names())
+    if (!kv_format::named(n).quantises()) words.push_back(n);
+  m_act_format = kv_format::named(f.get_choice("act_format", "binary16", words));
   m_act_scale = f.get_double("act_fixed_scale", 1.0 / 1024,
                              "fixed16 activations: the value of one least significant bit", 1e-12);
   const config_node fl = f.child_or_empty("faults");
@@ -57,49 +60,6 @@ void functional_run::configure_faults(const config_node& f) {
                         (g == "lst" && !hst) || g == group_names[i];
     }
   }
-}
-
-std::uint16_t functional_run::to_format(std::uint16_t h, number_format fmt, double scale) {
-  switch (fmt) {
-    case number_format::binary16:
-      return h;
-    case number_format::bfloat16: {  // the top 16 bits of the binary32 value, rounded to nearest even
-      const float f = fn::from_half(h);
-      std::uint32_t x;
-      std::memcpy(&x, &f, 4);
-      if ((x & 0x7f800000u) == 0x7f800000u) return std::uint16_t(x >> 16 | ((x & 0xffffu) ? 0x40u : 0u));
-      x += 0x7fffu + ((x >> 16) & 1u);
-      return std::uint16_t(x >> 16);
-    }
-    case number_format::fixed16: {  // two's complement, saturating
-      const double q = std::nearbyint(double(fn::from_half(h)) / scale);
-      const double c = std::isnan(q) ? 0.0 : std::min(32767.0, std::max(-32768.0, q));
-      return std::uint16_t(std::int16_t(c));
-    }
-  }
-  return h;
-}
-
-std::uint16_t functional_run::from_format(std::uint16_t w, number_format fmt, double scale) {
-  switch (fmt) {
-    case number_format::binary16:
-      return w;
-    case number_format::bfloat16: {
-      const std::uint32_t x = std::uint32_t(w) << 16;
-      float f;
-      std::memcpy(&f, &x, 4);
-      // The engine computes in binary16: a finite value beyond its range reads as its largest.
-      if (std::isfinite(f) && std::fabs(f) > 65504.0f) f = std::copysign(65504.0f, f);
-      return fn::to_half(f);
-    }
-    case number_format::fixed16:
-      return fn::to_half(float(double(std::int16_t(w)) * scale));
-  }
-  return w;
-}
-
-const char* functional_run::format_name(number_format f) {
-  return f == number_format::bfloat16 ? "bfloat16" : f == number_format::fixed16 ? "fixed16" : "binary16";
 }
 
 double functional_run::exposure(double tw, double now, double I) {
@@ -138,7 +98,7 @@ void functional_run::inject_activations(std::uint64_t addr, unsigned char* data,
   for (std::uint64_t a = b; a + 2 <= e; a += 2) {
     const double tw = m_act_written[(a - r.addr) / 2];
     const std::uint16_t stored = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
-    const std::uint16_t word = to_format(stored, m_act_format, m_act_scale);
+    const std::uint16_t word = m_act_format.to_word(stored, m_act_scale);
     std::uint16_t val = word;
     for (unsigned bit = 0; bit < 16; ++bit) {
       if (!(val >> bit & 1u)) continue;  // a discharged cell has nothing to lose
@@ -159,7 +119,7 @@ void functional_run::inject_activations(std::uint64_t addr, unsigned char* data,
       }
     }
     if (val == word) continue;
-    const std::uint16_t out = from_format(val, m_act_format, m_act_scale);
+    const std::uint16_t out = m_act_format.from_word(val, m_act_scale);
     data[a - addr] = static_cast<unsigned char>(out & 0xff);
     data[a - addr + 1] = static_cast<unsigned char>(out >> 8);
   }
@@ -201,8 +161,8 @@ std::uint32_t functional_run::flip(std::uint32_t word, unsigned bits, unsigned l
   const kv_elem& el = m_written[l][v][elem];
   std::uint32_t val = word;
   for (unsigned bit = 0; bit < bits; ++bit) {
-    // The upper half of the word's bits is in the MSB banks (a 16-bit word's bits 15-8, an int8
-    // code's 7-4, an int4 code's 3-2), the lower half in the LSB banks.
+    // The upper half of the word's bits is in the MSB banks (a 16-bit word's bits 15-8, an 8-bit
+    // code's 7-4, a 4-bit code's 3-2), the lower half in the LSB banks.
     const bool msb = bit >= bits / 2;
     const int g = (high ? 0 : 2) + (msb ? 0 : 1);
     m_bits_read[g] += 1;
@@ -218,7 +178,7 @@ std::uint32_t functional_run::flip(std::uint32_t word, unsigned bits, unsigned l
     if (!(val >> bit & 1u)) continue;  // a discharged cell (0) has nothing to lose
     const std::uint64_t cell = kv_cell(l, v, elem, bit);
     // Exposure: the longest time the cell went without a write or refresh since its write.
-    const unsigned qb = bits == 16 ? bit : msb ? 15 : 0;  // the bit the refresh policy's groups know
+    const unsigned qb = m_refresh ? m_refresh->map_bit(bit, bits) : bit;  // the bit the policy's field map knows
     double I = m_refresh ? m_refresh->bit_interval_s(high, qb) : 0.0;
     if (I <= 0) I = m_kv_edram->default_refresh_interval().to_seconds();
     // The cell's retention time is F^-1(u) for its uniform draw u: it has failed iff u < F(exposure).
@@ -252,10 +212,10 @@ void functional_run::inject(std::uint64_t addr, unsigned char* data, std::uint64
         const std::uint32_t pos = std::uint32_t(h.slot_pos[slot]);
         const bool high = pos < h.score.size() && h.score[pos] > h.threshold;
         const std::uint16_t stored = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
-        const std::uint16_t word = to_format(stored, m_kv_format, m_kv_scale);
+        const std::uint16_t word = m_kv_format.to_word(stored, m_kv_scale);
         const std::uint16_t val = std::uint16_t(flip(word, 16, l, v, elem, high, now));
         if (val == word) continue;  // no flip: read as stored
-        const std::uint16_t out = from_format(val, m_kv_format, m_kv_scale);
+        const std::uint16_t out = m_kv_format.from_word(val, m_kv_scale);
         data[a - addr] = static_cast<unsigned char>(out & 0xff);
         data[a - addr + 1] = static_cast<unsigned char>(out >> 8);
       }

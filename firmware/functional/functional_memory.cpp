@@ -32,7 +32,7 @@ void functional_run::debug(tlm::tlm_command cmd, std::uint64_t addr, unsigned ch
 void functional_run::read(std::uint64_t addr, void* dst, std::uint64_t len) {
   auto* p = static_cast<unsigned char*>(dst);
   debug(tlm::TLM_READ_COMMAND, addr, p, len);
-  if (m_kv_fmt.grouped()) read_quantised(addr, p, len);  // the codes' faults too
+  if (m_kv_fmt.quantises()) read_quantised(addr, p, len);  // the codes' faults too
   else if (m_fault != fault_mode::none && m_kv_on_chip) inject(addr, p, len);
   if (m_act_edram) inject_activations(addr, p, len);
 }
@@ -41,7 +41,7 @@ void functional_run::write(std::uint64_t addr, const void* src, std::uint64_t le
   // The debug payload's data pointer is not const; a write only reads through it.
   debug(tlm::TLM_WRITE_COMMAND, addr, const_cast<unsigned char*>(static_cast<const unsigned char*>(src)), len);
   if ((m_fault != fault_mode::none && m_kv_on_chip) || m_act_edram) note_write(addr, len);  // what inject() reads
-  if (m_kv_fmt.grouped())  // a layer's keys changed: its key groups' scales are recomputed at the next read
+  if (m_kv_fmt.quantises())  // a layer's keys changed: its key groups' scales are recomputed at the next read
     for (unsigned l = 0; l < m_shape.layers; ++l) {
       const region& r = kv_region(l, false);
       if (addr < r.addr + r.bytes && addr + len > r.addr) ++m_kv_epoch[l];

@@ -70,9 +70,9 @@ void functional_run::gemm(const command& g, std::uint64_t w, std::uint64_t col0)
   if (kv && S) {  // AERP: the stacked rows are the x tokens' stored x
     const unsigned l = unsigned(wi.layer);
     const auto& xs = m_x[l];
-    if (m_kv_fmt.grouped())  // the staged rows are 16-bit activations the reference cannot tell apart
+    if (m_kv_fmt.quantises())  // the staged rows are 16-bit activations the reference cannot tell apart
       throw std::runtime_error("functional mode: AERP recomputes x tokens in layer " + std::to_string(l) +
-                               "; with an integer KV format (" + m_kv_fmt.name() +
+                               "; with a quantising KV format (" + m_kv_fmt.name() +
                                ") their K and V and the new token's would be read unquantised from the staging "
                                "buffer, which the reference does not model: use policy.kv aep, or AERP with "
                                "x_only_if_smaller: true and a model whose x is not smaller than its K and V");

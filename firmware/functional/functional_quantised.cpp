@@ -1,8 +1,9 @@
-// An integer KV format in functional mode (policy.kv_format int8 or int4; docs/policies/kv-format.md):
-// the values the attention reads from the cache are KIVI's group quantisation of the values
-// written (keys per channel over groups of G consecutive positions, values per token over groups
-// of G channels; binary16 scale and zero point from the group's minimum and maximum), and the
-// faults flip bits of the stored codes.
+// A KV format that quantises in functional mode (policy.kv_format int8, int4, ...;
+// docs/policies/kv-format.md): the values the attention reads from the cache are the format's
+// codes of the values written, decoded (kv_format::quantise, dequantise), and the faults flip bits
+// of the stored codes. A grouped format's scales are KIVI's (keys per channel over groups of G
+// consecutive positions, values per token over groups of G channels; binary16 scale and zero
+// point from the group's minimum and maximum); a format without groups has one fixed scale.
 //
 // How: the engine writes K and V in binary16 into a region of its own (the plan's KV regions are
 // sized in the format's bytes, for the timing); every read of it returns code x scale + zero of
@@ -24,7 +25,7 @@ namespace kelle {
 void functional_run::connect_quantised(memory_plan& plan) {
   m_kv_data.assign(m_shape.layers, {});
   for (unsigned l = 0; l < m_shape.layers; ++l) m_kv_data[l] = {plan.kv(l).k, plan.kv(l).v};
-  if (!m_kv_fmt.grouped()) return;
+  if (!m_kv_fmt.quantises()) return;
   // One binary16 value per element in the functional layout: [slot][sequence][KV head][head_dim].
   const std::uint64_t bytes = plan.kv_token_slots() * m_batch * m_kvh * m_hd * 2;
   try {
@@ -40,9 +41,10 @@ void functional_run::connect_quantised(memory_plan& plan) {
                              " KV cache above its weights and KV: " + std::string(e.what()));
   }
   m_kv_epoch.assign(m_shape.layers, 0);
-  m_key_group_count = (m_context + m_decode + m_kv_fmt.group() - 1) / m_kv_fmt.group();
+  const unsigned G = m_kv_fmt.group();  // 0: one fixed scale (no groups)
+  m_key_group_count = G ? (m_context + m_decode + G - 1) / G : 0;
   m_key_groups.assign(std::size_t(m_shape.layers) * m_batch * m_kvh * m_key_group_count, key_group_cache{});
-  m_q_row.assign(std::max<std::size_t>(m_hd, m_kv_fmt.group()), 0);
+  m_q_row.assign(std::max<std::size_t>(m_hd, G), 0);
   m_q_lo.assign(m_hd, 0.0f);
   m_q_hi.assign(m_hd, 0.0f);
 }
@@ -78,6 +80,7 @@ void functional_run::read_quantised(std::uint64_t addr, unsigned char* data, std
   const double now = sc_core::sc_time_stamp().to_seconds();
   const bool faults = m_fault != fault_mode::none;
   const unsigned G = m_kv_fmt.group(), bits = m_kv_fmt.bits();
+  const kv_format::group_params fixed = m_kv_fmt.params(0.0f, 0.0f);  // a format without groups: its one scale
   std::uint16_t* vals = m_q_row.data();  // a value group read back (G elements)
   for (unsigned l = 0; l < m_shape.layers; ++l)
     for (int v = 0; v < 2; ++v) {
@@ -93,7 +96,9 @@ void functional_run::read_quantised(std::uint64_t addr, unsigned char* data, std
         if (slot >= h.slot_pos.size() || h.slot_pos[slot] < 0) continue;  // not a stored token
         const std::uint32_t pos = std::uint32_t(h.slot_pos[slot]);
         kv_format::group_params p;
-        if (!v) {
+        if (!G) {
+          p = fixed;
+        } else if (!v) {
           p = key_group(l, sq, kvh, pos / G)[ch];
         } else {
           if (elem / G != vp_group) {  // the value row's group of G channels, from its written values

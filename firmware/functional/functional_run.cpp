@@ -91,7 +91,7 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
   }
 
   configure_faults(f);
-  if (shape.latent_kv() && m_kv_fmt.grouped())
+  if (shape.latent_kv() && m_kv_fmt.quantises())
     root.child_or_empty("policy").fail("kv_format", "functional mode runs latent KV with a 16-bit KV format; " +
                                                         m_kv_fmt.name() + " is not modelled for the latent rows");
 
@@ -103,7 +103,7 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
     m_ref.push_back(std::make_unique<fn::reference_model>(m_q));
     m_ref.back()->set_kv_format(m_kv_fmt);  // the reference quantises the kept KV as the cache does
     // An integer KV format: a second, full-precision reference measures what the format costs.
-    if (m_kv_fmt.grouped() && m_check_reference) m_ref_fp.push_back(std::make_unique<fn::reference_model>(m_q));
+    if (m_kv_fmt.quantises() && m_check_reference) m_ref_fp.push_back(std::make_unique<fn::reference_model>(m_q));
     m_ref_full.push_back(std::make_unique<fn::reference_model>(m_q));  // every position, full precision
   }
   m_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
@@ -134,8 +134,8 @@ void functional_run::connect(driver& d, memory_plan& plan, layer_ops& ops, kv_po
       if (r->addr < w1 && r->addr + r->bytes > w0)
         throw config_error("workload.placement.kv_memory: functional mode needs the KV cache apart from the weights; "
                            "in " + r->memory + " the plan puts it over them (use an on-chip KV memory)");
-  if (m_kv_fmt.grouped() && policy && policy->can_store_x())  // functional_operands.cpp says why
-    m_policy_cfg->fail("kv_format", "functional mode cannot run AERP's x tokens with an integer KV format (" +
+  if (m_kv_fmt.quantises() && policy && policy->can_store_x())  // functional_operands.cpp says why
+    m_policy_cfg->fail("kv_format", "functional mode cannot run AERP's x tokens with a quantising KV format (" +
                        m_kv_fmt.name() + "): their recomputed K and V would be read unquantised from the staging "
                        "buffer, which the reference does not model; use policy.kv: aep, or policy.x_only_if_smaller: true "
                        "with a model whose x is not smaller than its K and V");

@@ -185,11 +185,6 @@ class functional_run : public functional_hooks, public fn::memory_port {
   void inject(std::uint64_t addr, unsigned char* data, std::uint64_t len);
   // Retention faults in the activation eDRAM's arena, under the refresh policy's lifetime rule.
   void inject_activations(std::uint64_t addr, unsigned char* data, std::uint64_t len);
-  enum class number_format { binary16, bfloat16, fixed16 };
-  // A stored value (binary16 bits) as the 16-bit word of a number format, and back.
-  static std::uint16_t to_format(std::uint16_t half_bits, number_format f, double scale);
-  static std::uint16_t from_format(std::uint16_t word, number_format f, double scale);
-  static const char* format_name(number_format f);
   // The longest time a cell written at tw and refreshed at every multiple of I went unrefreshed by now.
   static double exposure(double tw, double now, double I);
   void note_write(std::uint64_t addr, std::uint64_t len);
@@ -226,9 +221,10 @@ class functional_run : public functional_hooks, public fn::memory_port {
   std::vector<std::unique_ptr<fn::reference_model>> m_ref_full;
   bool m_check_reference = true;
   fn::quality_metrics m_quality, m_quality_full, m_quality_evict;
-  // An integer KV format (int8, int4: the run's policy.kv_format; binary16 otherwise) and what
-  // it needs: the values' regions, the key groups' scales (recomputed when a layer's keys or the
-  // kept sets change), the full-precision reference and its comparison.
+  // A KV format that quantises (int8, int4, ...: the run's policy.kv_format; binary16 otherwise)
+  // and what it needs: the values' regions, the key groups' scales of a grouped format
+  // (recomputed when a layer's keys or the kept sets change), the full-precision reference and
+  // its comparison.
   kv_format m_kv_fmt;
   std::vector<std::array<region, 2>> m_kv_data;  // per layer: where K and V values are
   std::vector<std::uint64_t> m_kv_epoch;         // per layer: bumped at each write of its keys
@@ -246,7 +242,8 @@ class functional_run : public functional_hooks, public fn::memory_port {
   std::unordered_map<std::uint64_t, std::vector<std::pair<std::uint32_t, float>>> m_probs;
   // Faults.
   enum class fault_mode { none, retention, ber } m_fault = fault_mode::none;
-  number_format m_kv_format = number_format::binary16, m_act_format = number_format::binary16;
+  // The 16-bit word formats of the KV's and the activations' stored values (to_word, from_word).
+  kv_format m_kv_format, m_act_format;
   double m_kv_scale = 1.0 / 1024, m_act_scale = 1.0 / 1024;  // fixed16: the value of one LSB
   const lifetime_rule* m_act_rule = nullptr;  // activation faults: the policy's lifetime rule
   refresh_control* m_act_edram = nullptr;

@@ -49,6 +49,15 @@ void reference_model::quantise_kept(unsigned l, unsigned kvh, const std::vector<
   auto half = [](float x) { return from_half(to_half(x)); };  // as the cache stores it
   m_kq.assign(keys.size() * hd, 0.0f);
   m_vq.assign(keys.size() * hd, 0.0f);
+  if (!G) {  // a format without groups: every element with the format's one scale
+    const kv_format::group_params p = m_fmt.params(0.0f, 0.0f);
+    for (std::size_t j = 0; j < keys.size(); ++j)
+      for (unsigned c = 0; c < hd; ++c) {
+        m_kq[j * hd + c] = m_fmt.dequantise(m_fmt.quantise(half(k(l, kvh, keys[j])[c]), p), p);
+        m_vq[j * hd + c] = m_fmt.dequantise(m_fmt.quantise(half(v(l, kvh, keys[j])[c]), p), p);
+      }
+    return;
+  }
   // Keys: per channel over the kept positions of each group of G consecutive positions.
   for (std::size_t j0 = 0; j0 < keys.size();) {
     std::size_t j1 = j0;
@@ -175,7 +184,7 @@ std::vector<float> reference_model::step(int token, const kept_fn& kept) {
           keys = &windowed;
         }
         std::vector<float> s(keys->size());
-        const bool quantised = m_fmt.grouped() && kept;
+        const bool quantised = m_fmt.quantises() && kept;
         if (quantised) quantise_kept(l, kvh, *keys);
         for (unsigned g = 0; g < G; ++g) {
           const unsigned hh = kvh * G + g;

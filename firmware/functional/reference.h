@@ -8,7 +8,7 @@
 #pragma once
 
 #include "firmware/functional/llama_model.h"
-#include "models/compute/kv_format.h"
+#include "models/compute/kv_format/kv_format.h"
 
 #include <functional>
 #include <vector>
@@ -37,12 +37,12 @@ class reference_model {
 
   // Feeds `token` at the next position; returns its logits (vocab).
   std::vector<float> step(int token, const kept_fn& kept = {});
-  // An integer KV format (int8, int4): a step given a kept set (a decode step) attends to the
-  // kept keys and values as the platform's cache stores them: rounded to binary16, quantised
-  // with KIVI's groups over the kept positions (keys: per channel, G consecutive positions;
-  // values: per token, G consecutive channels) and dequantised. Steps without a kept set (the
-  // prefill, which attends to the K and V it computed, as KIVI's) use them as computed. Other
-  // formats: unquantised.
+  // A KV format that quantises (int8, int4, ...): a step given a kept set (a decode step) attends
+  // to the kept keys and values as the platform's cache stores them: rounded to binary16,
+  // quantised (a grouped format with KIVI's groups over the kept positions: keys per channel, G
+  // consecutive positions; values per token, G consecutive channels) and dequantised. Steps
+  // without a kept set (the prefill, which attends to the K and V it computed, as KIVI's) use
+  // them as computed. Other formats: unquantised.
   void set_kv_format(const kv_format& f) { m_fmt = f; }
   std::uint64_t position() const { return m_pos; }
   // The cached K or V of (layer, kv head, position), after RoPE (K): head_dim values.
@@ -54,7 +54,7 @@ class reference_model {
   std::uint64_t m_pos = 0;
   std::vector<std::vector<float>> m_k, m_v;  // per layer: position x kv_dim
   kv_format m_fmt;
-  std::vector<float> m_kq, m_vq;  // the kept keys' and values' dequantised rows (integer formats)
+  std::vector<float> m_kq, m_vq;  // the kept keys' and values' dequantised rows (formats that quantise)
   // Fills m_kq and m_vq with the dequantised K and V rows of `keys` in (layer, kv head).
   void quantise_kept(unsigned layer, unsigned kvh, const std::vector<std::uint32_t>& keys);
   // Latent KV: layer `layer`'s attention of the token at `pos` (normed input xn) into att

@@ -136,12 +136,10 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   }
   const std::string& refresh_name = m_run.refresh_policy.name;
   m_refresh = refresh_policies().create(refresh_name, pol);
-  // A refresh policy that splits the stored word by its fields (SHIELD: sign and exponent against
-  // mantissa) needs a floating-point word; integer codes have only bits 2DRP's MSB/LSB halves split.
-  if (m_model.kv.grouped() && m_refresh->kv_fields().text() != "msb_lsb")
-    pol.fail("kv_format", m_model.kv.name() + " stores integer codes, which have no sign, exponent or mantissa field; " +
-                              refresh_name + " splits the KV words by the field map '" + m_refresh->kv_fields().text() +
-                              "': use policy.refresh none, uniform or 2drp with an integer KV format");
+  // The refresh policy lays the KV out by the format's bit fields (SHIELD: the codes' sign and
+  // exponent against their mantissa), or says why it cannot.
+  const std::string refusal = m_refresh->set_kv_format(m_model.kv);
+  if (!refusal.empty()) pol.fail("kv_format", refusal);
   if (m_refresh->needs_groups() && !m_policy)
     pol.fail("refresh", refresh_name + " needs the high/low-score groups of a KV policy that scores tokens "
                                        "(policy.kv: aep, aerp, streaming or h2o; this scenario has full)");

@@ -189,8 +189,8 @@ memory_plan::memory_plan(const model_shape& m, unsigned batch, std::uint64_t max
   }
 
   // KV cache.
-  if (m.kv.type() != kv_format::kind::binary16)
-    m_kv_format = m.kv.name() + (m.kv.grouped() ? " G=" + std::to_string(m.kv.group()) : std::string()) + " KV";
+  if (!m.kv.is_default())
+    m_kv_format = m.kv.name() + (m.kv.group() ? " G=" + std::to_string(m.kv.group()) : std::string()) + " KV";
   const std::uint64_t half = z.kv_half;  // K or V of a layer
   const bool fill = z.fill;
   m_kv_on_chip = z.kv_on_chip;

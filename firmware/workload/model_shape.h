@@ -5,7 +5,7 @@
 // shape too (firmware/functional/llama_weights.h), so the shape sits below both.
 #pragma once
 
-#include "models/compute/kv_format.h"
+#include "models/compute/kv_format/kv_format.h"
 #include "platform/config/config.h"
 
 #include <algorithm>

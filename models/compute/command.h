@@ -46,8 +46,9 @@ std::string to_string(opcode op);
 constexpr std::uint32_t flag_scores_to_evictor = 1u << 0;
 // gemm: the stationary operand B is 16-bit (activations such as V in A . V), not int8 weights.
 constexpr std::uint32_t flag_b_16bit = 1u << 1;
-// RSA: the number format of the KV cache (models/compute/kv_format.h) when it is not 16-bit:
-// bits 2-4 the format (3: int8, 4: int4), bits 5-8 log2 of its group size. It applies to operand
+// RSA: the number format of the KV cache (models/compute/kv_format/kv_format.h) when it is not a
+// 16-bit word: bits 2-4 the format's command code (kv_number_format::command_code(): 3 int8,
+// 4 int4, ...), bits 5-8 log2 of its group size. It applies to operand
 // b (the keys or values the attention reads) and operand c (a projection's new rows written into
 // the cache) when their traffic class is kv: a row of n elements moves kv_format::row_bytes(n)
 // bytes (codes and group scales) instead of 2n. 0: 16-bit (every operand as above).

@@ -8,7 +8,7 @@ STUDY is one of
   sinks     StreamingLLM's ordering: a recent window with 0, 1, 2, 4, 8 sink tokens
   refresh   Table 4: uniform refresh against 2DRP at three interval sets, retention faults
   ber       Figure 8: a fixed bit-error rate by bit group, per KV number format (binary16,
-            bfloat16, fixed16, int8, int4), and each format's fault-free run
+            bfloat16, fixed16, int8, int4, fp8_e4m3, fp8_e5m2), and each format's fault-free run
             (quality_ber_faultfree.yaml, into --results + _faultfree): the baseline of the
             threshold per format and bit group (the largest P whose perplexity rises < 0.1)
   ber_seeds Figure 8's HST against LST over eight fault seeds (binary16 at 1e-6 to 1e-3, int8 at
@@ -54,7 +54,7 @@ EQUAL_RATE_US = [3355, 4580, 7019]
 PAPER_SINKS = {0: 3360, 1: 11.9, 2: 10.5, 4: 9.59, 8: 9.54}
 # The KV number formats of Figure 8's study, in the order of scenarios/studies/quality_ber.yaml
 # (its policy.kv_format axis); this script draws every format the results hold, in this order first.
-FORMATS = ["binary16", "bfloat16", "fixed16", "int8", "int4"]
+FORMATS = ["binary16", "bfloat16", "fixed16", "int8", "int4", "fp8_e4m3", "fp8_e5m2"]
 GROUPS = ["all", "hst", "lst", "msb", "lsb"]
 
 

@@ -7,7 +7,7 @@
 #include "firmware/workload/attention/attention_source.h"
 #include "firmware/workload/model_zoo.h"
 #include "models/compute/command.h"
-#include "models/compute/kv_format.h"
+#include "models/compute/kv_format/kv_format.h"
 #include "platform/config/config.h"
 #include "tests/support/test_initiator.h"
 
@@ -51,23 +51,38 @@ void within_tolerance(const nlohmann::json& q) {
   CHECK(q["nonfinite_logits"].get<double>() == 0);
 }
 
+// tiny() with KV format `f`, which quantises: within tolerance of the reference that quantises
+// the same way, with a full-precision reference beside it. Returns the run's quality.
+nlohmann::json quantised_run(const std::string& f) {
+  INFO(f);
+  const auto r = tiny({"policy.kv_format=" + f});
+  const auto& q = r["quality"];
+  INFO(q.dump());
+  CHECK(r["functional"]["kv_format"] == f);
+  within_tolerance(q);
+  REQUIRE(q.contains("full_precision"));
+  return q;
+}
+
 }  // namespace
 
 TEST_CASE("kv_format: rows, scales and codes of int8 and int4 by hand", "[kv_format]") {
   // A Llama head: 128 channels. int4: 128 x 4 bits = 64 B of codes; KIVI's groups of 32: a value
   // row has 128 / 32 = 4 groups, a key group of 32 tokens 128 (scale, zero) pairs = 4 per token;
   // 4 pairs x 2 x 2 B = 16 B of scales per token. 80 B in all; int8 128 + 16 = 144 B; binary16 256 B.
-  const kv_format b16, i8(kv_format::kind::int8, 32), i4(kv_format::kind::int4, 32);
+  const kv_format b16, i8 = kv_format::named("int8"), i4 = kv_format::named("int4");  // G 32 by default
   CHECK(b16.row_bytes(128) == 256);
   CHECK(i8.row_bytes(128) == 144);
   CHECK(i4.row_bytes(128) == 80);
   CHECK(i4.scale_bytes(128) == 16);
-  CHECK(kv_format(kv_format::kind::int4, 128).row_bytes(128) == 64 + 4);
+  CHECK(kv_format(i4.type(), kv_format_params{128, 1.0f}).row_bytes(128) == 64 + 4);
   // The command encodes it; 16-bit formats leave a command's flags as they were.
   CHECK(b16.command_bits() == 0);
-  CHECK(kv_format(kv_format::kind::bfloat16, 32).command_bits() == 0);
+  CHECK(kv_format::named("bfloat16").command_bits() == 0);
+  CHECK(kv_format::named("fixed16").command_bits() == 0);
+  CHECK(i8.command_bits() == (3u << flag_kv_format_shift | 5u << flag_kv_group_shift));  // as before the registry
   const kv_format back = kv_format::from_command(i4.command_bits() | flag_b_16bit);
-  CHECK(back.type() == kv_format::kind::int4);
+  CHECK(back.name() == "int4");
   CHECK(back.group() == 32);
   // KIVI's asymmetric quantiser: a group spanning [-1, 2] in int4 has zero -1 and scale 3 / 15 =
   // 0.2, 0.19995117 in binary16; 0.5 is (0.5 + 1) / 0.19995 = 7.5 -> code 8 -> 8 x 0.19995 - 1 =
@@ -163,13 +178,13 @@ TEST_CASE("kv_format: AERP compares x with the format's K and V bytes", "[kv_for
   const auto m = models().create("llama2-7b");
   model_shape s = *m;
   CHECK(double(s.x_bytes_per_token()) / (2.0 * s.kv_row_bytes()) == 16);
-  s.kv = kv_format(kv_format::kind::int4, 32);
+  s.kv = kv_format::named("int4");
   CHECK(double(s.x_bytes_per_token()) / (2.0 * s.kv_row_bytes()) == Approx(51.2));
   // The policy itself: AERP can store x in binary16 (all 32 heads' K and V outweigh x), never in int4.
   auto cfg = config::from_string("attention: {seed: 1}\nkv: {kv_budget: 128}\n");
   for (const bool int4 : {false, true}) {
     model_shape ms = *m;
-    if (int4) ms.kv = kv_format(kv_format::kind::int4, 32);
+    if (int4) ms.kv = kv_format::named("int4");
     auto src = make_attention_source({cfg.root().child_or_empty("attention"), ms.layers, ms.heads});
     auto p = kv_policies().create("aerp", kv_policy_args{cfg.root().child("kv"), ms, 1, src.get()});
     INFO("int4: " << int4);
@@ -180,14 +195,8 @@ TEST_CASE("kv_format: AERP compares x with the format's K and V bytes", "[kv_for
 
 TEST_CASE("functional: int8 and int4 KV match the reference that quantises the same way", "[functional][kv_format]") {
   for (const char* f : {"int8", "int4"}) {
-    INFO(f);
-    const auto r = tiny({std::string("policy.kv_format=") + f});
-    const auto& q = r["quality"];
-    INFO(q.dump());
-    CHECK(r["functional"]["kv_format"] == f);
-    within_tolerance(q);
+    const auto q = quantised_run(f);
     // Against full precision the format costs something, int4 more than int8.
-    REQUIRE(q.contains("full_precision"));
     CHECK(q["full_precision"]["kl_divergence"].get<double>() > q["kl_divergence"].get<double>());
   }
   const auto r8 = tiny({"policy.kv_format=int8"});
@@ -232,6 +241,32 @@ TEST_CASE("functional: an int4 run's timing and traffic are the timing mode's at
   CHECK(f["traffic_bytes"] == t["traffic_bytes"]);
   CHECK(!t.contains("quality"));
   // And the int4 cache moves fewer KV bytes than the binary16 one of the same run.
+  const auto b = tiny({"mode=timing"});
+  CHECK(t["llm"]["kv_bytes_written"].get<double>() < b["llm"]["kv_bytes_written"].get<double>());
+}
+
+// The OCP FP8 formats (models/compute/kv_format/fp8.cpp; their codes by hand: kv_format_fp8_test.cpp).
+TEST_CASE("functional: fp8 KV matches the reference that quantises the same way", "[functional][kv_format][fp8]") {
+  // Against full precision both cost something, E5M2's 2 mantissa bits more than E4M3's 3.
+  const double e4m3 = quantised_run("fp8_e4m3")["full_precision"]["kl_divergence"].get<double>();
+  const double e5m2 = quantised_run("fp8_e5m2")["full_precision"]["kl_divergence"].get<double>();
+  CHECK(e4m3 > 0);
+  CHECK(e5m2 > e4m3);
+}
+
+TEST_CASE("functional: bit errors hit the fp8 codes' MSB or LSB half, and its timing is the timing mode's",
+          "[functional][kv_format][fp8]") {
+  for (const char* g : {"lst_lsb", "hst_msb"}) {
+    INFO(g);
+    const auto r = tiny({"policy.kv_format=fp8_e4m3", "policy.kv=aep", "policy.kv_budget=64", "policy.sink_tokens=2",
+                         "policy.recent_window=4", "functional.faults.mode=ber", "functional.faults.ber=0.02",
+                         std::string("functional.faults.group=") + g});
+    for (const auto& [k, v] : r["quality"]["flipped_bits"].items()) CHECK((v.get<double>() > 20) == (k == g));
+  }
+  const auto f = tiny({"policy.kv_format=fp8_e5m2"});
+  const auto t = tiny({"policy.kv_format=fp8_e5m2", "mode=timing"});
+  CHECK(f["latency_s"]["total"] == t["latency_s"]["total"]);
+  CHECK(f["traffic_bytes"] == t["traffic_bytes"]);
   const auto b = tiny({"mode=timing"});
   CHECK(t["llm"]["kv_bytes_written"].get<double>() < b["llm"]["kv_bytes_written"].get<double>());
 }

@@ -8,21 +8,40 @@ namespace kelle {
 field_map field_map::parse(const std::string& text) {
   std::string ranges = text;
   std::vector<std::string> names;
+  // The named maps: msb_lsb, and each 16-bit floating-point KV format's own fields.
+  std::string formats;
+  for (const std::string& n : kv_format::names()) {
+    const kv_format f = kv_format::named(n);
+    if (f.bits() != max_width || f.float_fields().empty()) continue;
+    formats += n + ", ";
+    if (n == text) {
+      ranges = f.float_fields();
+      names = {"sign_exp", "mantissa"};
+    }
+  }
   if (text == "msb_lsb") {
     ranges = "15-8,7-0";
     names = {"msb", "lsb"};
-  } else if (text == "binary16") {
-    ranges = "15-10,9-0";
-    names = {"sign_exp", "mantissa"};
-  } else if (text == "bfloat16") {
-    ranges = "15-7,6-0";
-    names = {"sign_exp", "mantissa"};
   }
   const std::string expected =
-      "msb_lsb, binary16, bfloat16 or bit ranges from bit 15 down to bit 0 such as \"15-8,7-0\"";
+      "msb_lsb, " + formats + "or bit ranges from bit 15 down to bit 0 such as \"15-8,7-0\"";
+  return parse_ranges(text, ranges, names, max_width, expected);
+}
+
+field_map field_map::of_format(const kv_format& f) {
+  const std::string ranges = f.float_fields();
+  if (ranges.empty()) throw std::invalid_argument(f.name() + " has no sign, exponent or mantissa field");
+  return parse_ranges(f.name(), ranges, {"sign_exp", "mantissa"}, f.bits(),
+                      "the bit ranges of " + f.name() + "'s code from bit " + std::to_string(f.bits() - 1) + " down");
+}
+
+field_map field_map::parse_ranges(const std::string& text, const std::string& ranges,
+                                  const std::vector<std::string>& names, unsigned width, const std::string& expected) {
+  if (width == 0 || width > max_width) throw std::invalid_argument(expected + " (a code of 1 to 16 bits)");
   if (ranges.empty() || ranges.back() == ',') throw std::invalid_argument(expected);
   field_map m;
   m.m_text = text;
+  m.m_width = width;
   unsigned next = width;  // the next range must start at bit next - 1
   std::stringstream ss(ranges);
   std::string item;

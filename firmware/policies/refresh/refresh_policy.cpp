@@ -11,6 +11,17 @@ refresh_registry& refresh_policies() {
   return r;
 }
 
+std::string refresh_policy::set_kv_format(const kv_format& f) {
+  if (m_kv_fields.text() == "msb_lsb" || f.bits() == m_kv_fields.width()) return "";
+  const std::string own = f.float_fields();
+  if (own.empty())
+    return f.name() + "'s codes have no sign, exponent or mantissa field; " + name() +
+           " splits the KV words by the field map '" + m_kv_fields.text() +
+           "': use policy.refresh none, uniform or 2drp with this KV format";
+  m_kv_fields = field_map::of_format(f);
+  return "";
+}
+
 void refresh_policy::record(std::uint64_t addr, std::vector<range> r) {
   for (auto& [a, v] : m_ranges)
     if (a == addr) {
@@ -51,7 +62,7 @@ std::vector<double> refresh_policy::expected_failed_bits_by_field(const retentio
       for (std::size_t f = 0; f < bits.size(); ++f)
         if (r.field == f || r.field == all_fields)
           bits[f] += r.bits * m.failure_probability(r.interval_s) *
-                     (r.field == f ? 1.0 : double(m_kv_fields.fields()[f].bits()) / field_map::width);
+                     (r.field == f ? 1.0 : double(m_kv_fields.fields()[f].bits()) / m_kv_fields.width());
   return bits;
 }
 

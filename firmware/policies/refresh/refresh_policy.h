@@ -43,8 +43,10 @@ class refresh_policy {
   // The interval the policy gives KV bits of a score group (high / low) and position (bits 15-8
   // or 7-0), in seconds; 0 when it leaves the array's own interval (functional fault model).
   virtual double interval_s(bool /*high*/, bool /*msb*/) const { return 0.0; }
-  // The same for bit `bit` (0-15) of a stored 16-bit value; by default by its byte.
-  virtual double bit_interval_s(bool high, unsigned bit) const { return interval_s(high, bit >= 8); }
+  // The same for bit `bit` of the KV field map (0-15 for a 16-bit word); by default by its half.
+  virtual double bit_interval_s(bool high, unsigned bit) const {
+    return interval_s(high, bit >= m_kv_fields.width() / 2);
+  }
   // Sets the intervals of [addr, addr + bytes) (local to `e`, the memory's refresh control) holding
   // one layer's K or V; `r` is
   // the layer's last report (summed over the batch), or null without a KV policy.
@@ -52,6 +54,16 @@ class refresh_policy {
 
   // The field map the KV data is laid out by (msb_lsb unless the policy says otherwise).
   const field_map& kv_fields() const { return m_kv_fields; }
+  // The KV cache's number format, before the first apply(): a map of a 16-bit word's fields
+  // (SHIELD's `fields`) stays as given for a 16-bit format; for a narrower code the policy takes
+  // the format's own floating-point fields (kv_format::float_fields(), e.g. an 8-bit float's
+  // sign+exponent and mantissa). msb_lsb splits any code into its upper and lower half. Returns
+  // why the policy cannot lay this format out ("" when it can).
+  std::string set_kv_format(const kv_format& f);
+  // Where bit `bit` of a stored code of `bits` bits sits in the KV field map (its bit in
+  // kv_fields(), whose width may be wider: an int4 code's bits 3-2 are in msb_lsb's MSB half,
+  // as bits 15-8 of a 16-bit word are), for bit_interval_s().
+  unsigned map_bit(unsigned bit, unsigned bits) const { return bit * m_kv_fields.width() / bits; }
   // Expected failed bits of the stored KV data as last applied: bits x P(fail | interval), over
   // every range the policy set (the array's own interval for `none`); in all and by field.
   double expected_failed_bits(const retention_model& m) const;

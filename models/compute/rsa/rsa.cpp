@@ -1,6 +1,6 @@
 #include "models/compute/rsa/rsa.h"
 
-#include "models/compute/kv_format.h"
+#include "models/compute/kv_format/kv_format.h"
 
 #include <algorithm>
 #include <cmath>
@@ -58,21 +58,27 @@ std::uint64_t b_elem_bytes(const command& c) {
 }
 std::uint64_t batches(const command& c) { return c.batch ? c.batch : 1; }
 // The KV format of operand `o` (command.h, flag_kv_format_shift): the command's when the operand
-// is of class kv, else 16-bit.
-kv_format kv_of(const command& c, operand o) {
-  return operand_class(c, o) == traffic_class::kv ? kv_format::from_command(c.flags) : kv_format{};
+// is of class kv and its format is not a 16-bit word; else null (the operand's own element bytes).
+const kv_number_format* kv_of(const command& c, operand o, kv_format& f) {
+  if (operand_class(c, o) != traffic_class::kv) return nullptr;
+  f = kv_format::from_command(c.flags);
+  return f.type().command_code() ? &f.type() : nullptr;
+}
+bool packed_kv(const command& c, operand o) {
+  kv_format f;
+  return kv_of(c, o, f) != nullptr;
 }
 // Bytes of one product's operand b: B[k x n] (gemm: a row per k, the tokens of A . V's values)
 // or B[n x k] (gemm_transposed: a row per n, the tokens of q . K^T's keys).
 std::uint64_t b_product_bytes(const command& c) {
-  const kv_format f = kv_of(c, operand_b);
-  if (!f.grouped()) return std::uint64_t(c.k) * c.n * b_elem_bytes(c);
+  kv_format f;
+  if (!kv_of(c, operand_b, f)) return std::uint64_t(c.k) * c.n * b_elem_bytes(c);
   return c.op == opcode::gemm_transposed ? c.n * f.row_bytes(c.k) : c.k * f.row_bytes(c.n);
 }
 // Bytes of one result row of n elements (a new token's K or V in the cache in its format).
 std::uint64_t c_row_bytes(const command& c) {
-  const kv_format f = kv_of(c, operand_c);
-  return f.grouped() ? f.row_bytes(c.n) : std::uint64_t(c.n) * act_bytes;
+  kv_format f;
+  return kv_of(c, operand_c, f) ? f.row_bytes(c.n) : std::uint64_t(c.n) * act_bytes;
 }
 }  // namespace
 
@@ -96,8 +102,8 @@ cmd_status rsa::validate(const command& c) const {
       c.extra > max_dim)
     return cmd_status::bad_shape;
   // Quantised KV rows are byte-aligned (codes and scales packed per row).
-  const std::uint64_t eb = kv_of(c, operand_b).grouped() ? 1 : b_elem_bytes(c);
-  const std::uint64_t cb = kv_of(c, operand_c).grouped() ? 1 : act_bytes;
+  const std::uint64_t eb = packed_kv(c, operand_b) ? 1 : b_elem_bytes(c);
+  const std::uint64_t cb = packed_kv(c, operand_c) ? 1 : act_bytes;
   if (c.batch > max_dim) return cmd_status::bad_shape;
   if (c.addr_a % act_bytes || c.addr_c % cb || c.addr_b % eb || (c.extra && c.addr_d % act_bytes))
     return cmd_status::misaligned;
@@ -118,7 +124,7 @@ cmd_status rsa::execute(const command& c) {
   const std::uint64_t M = c.m, K = c.k, N = c.n, S = c.extra, Mp = M + S, B = batches(c);
   const std::uint64_t eb = b_elem_bytes(c);
   // A quantised KV operand b: its bytes spread over the folds by their share of its elements.
-  const bool packed = kv_of(c, operand_b).grouped();
+  const bool packed = packed_kv(c, operand_b);
   const std::uint64_t product_bytes = b_product_bytes(c), product_elems = K * N;
 
   // Input rows: the current tokens' and the stacked recompute rows, of every product.

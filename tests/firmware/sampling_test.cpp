@@ -264,6 +264,30 @@ TEST_CASE("sampled decode over sampled layers: every reported figure within 1 %,
   CHECK(d < 0.01);
 }
 
+TEST_CASE("sampled decode on a full sliding window: the steady state's few regimes from their samples, within 1 %",
+          "[sampling][window]") {
+  // Window 48 over AEP's budget of 40: once the window slides (step 48 - 64 + ... : from the
+  // first step, the context of 64 already fills it), the token leaving the window decides whether
+  // a head evicts, so from step to step the layers evict or not and their buffers land elsewhere.
+  // Each such regime comes back: its steps are extrapolated from its own sample at their shape
+  // instead of starting a regime (simulated in detail) at every step.
+  std::vector<std::string> o = small8_aep_2drp(4, 140);
+  o[0] = "workload.model={name: small8-swa, layers: 8, hidden: 1024, heads: 8, kv_heads: 8, head_dim: 128, "
+         "ffn: 2816, ffn_type: gated_silu, norm: rmsnorm, vocab: 32000, sliding_window: 48}";
+  const auto detailed = run(o);
+  o.push_back("workload.sample_layers=true");
+  o.push_back("workload.sample_every=32");
+  const auto sampled = run(o);
+  const auto& d = sampled["sampling"]["decode"];
+  INFO(d.dump());
+  CHECK(d["from_earlier_regimes"].get<unsigned>() > 0);
+  CHECK(d["detailed_steps"].get<unsigned>() <= 40);
+  std::string where;
+  const double w = worst_difference(detailed, sampled, where);
+  INFO("largest difference " << w * 100 << " % in " << where);
+  CHECK(w < 0.01);
+}
+
 TEST_CASE("sampled decode over sampled layers of a MoE model: each layer and step streams its own routed experts",
           "[sampling][moe]") {
   // 16 experts, top-2, batch 8: a layer routes to 10.6 distinct experts on average, from layer to

@@ -140,7 +140,10 @@ const llm_workload::step_sample* llm_workload::known_sample(std::uint64_t r, std
   return found;
 }
 
-void llm_workload::enter_regime(std::uint64_t r, std::uint64_t shape, unsigned s, bool force) {
+void llm_workload::enter_regime(std::uint64_t r, std::uint64_t shape, double x, unsigned s, bool force) {
+  // The cost driver as the last sample's: a steady state (a full window at the policy's budget),
+  // whose regimes need no slope; a step of one whose driver moves is simulated (skip_steps).
+  const bool steady = !m_samples.empty() && m_samples.back().x == x;
   if (m_regime != no_regime && !m_samples.empty()) {  // kept: its steps may come back
     auto old = std::find_if(m_known.begin(), m_known.end(), [&](const known_regime& k) { return k.regime == m_regime; });
     if (old != m_known.end()) m_known.erase(old);
@@ -155,6 +158,12 @@ void llm_workload::enter_regime(std::uint64_t r, std::uint64_t shape, unsigned s
     if (same) m_samples = std::move(k->samples);  // a regime seen before, at its latest sample's shape
     m_known.erase(k);
     if (same) return;
+  }
+  if (steady) {
+    // Right after steps of earlier regimes the step's sample also holds what they left live: the
+    // next step in detail too, a sample without it (after_known).
+    if (m_known_since_sample) m_force_detailed = 1;
+    return;
   }
   if (force) m_force_detailed = 1;
   m_regime_start = s;
@@ -201,6 +210,12 @@ unsigned llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
       ++m_known_steps;
       ++m_known_since_sample;
     } else {
+      if (!q && cost_driver(p) != a->x) {  // one sample (a steady state's regime), and the driver moved
+        m_step_ready = true;
+        m_force_detailed = 1;
+        end = s;
+        break;
+      }
       ++n;
       const double w = slope ? (cost_driver(p) - a->x) / (a->x - q->x) : 0.0;
       weights += w;

@@ -340,7 +340,7 @@ void llm_workload::run() {
     m_step_ready = false;
     // A new regime: a fresh slope from two of its steps (an earlier regime at its sample's shape:
     // its samples).
-    if (const std::uint64_t r = regime(p); r != m_regime) enter_regime(r, step_shape(p), s, m_regime != no_regime);
+    if (const std::uint64_t r = regime(p); r != m_regime) enter_regime(r, step_shape(p), cost_driver(p), s, m_regime != no_regime);
     const bool sampling = m_sample_every > 1;
     const counter_snapshot before = sampling ? snapshot_counters() : counter_snapshot{};
     // What the extrapolation would have given this step (a check of sampled decode: results,
@@ -373,7 +373,7 @@ void llm_workload::run() {
                                  std::to_string(p.step) + " does not replay the placement it ran with");
     // The step's regime as it ran: where the buffers land is known once the layers have run a
     // decode pass (the first step), or changed with it; a sample before it is of another regime.
-    if (const std::uint64_t r = regime(p); r != m_regime) enter_regime(r, step_shape(p), s, !m_samples.empty());
+    if (const std::uint64_t r = regime(p); r != m_regime) enter_regime(r, step_shape(p), cost_driver(p), s, !m_samples.empty());
     if (sampling) {
       step_sample smp;
       smp.x = cost_driver(p);

@@ -111,10 +111,11 @@ class llm_workload : public workload {
   };
   // The latest sample of regime r at shape `shape`, or null.
   const step_sample* known_sample(std::uint64_t r, std::uint64_t shape) const;
-  // A detailed step at decode step s is of regime r (not the current one): the current regime's
-  // samples are kept; r's own come back if its latest is at this step's shape, else r starts
-  // afresh (its first steps in detail, the next one too when `force`).
-  void enter_regime(std::uint64_t r, std::uint64_t shape, unsigned s, bool force);
+  // A detailed step at decode step s, of cost driver x, is of regime r (not the current one): the
+  // current regime's samples are kept; r's own come back if its latest is at this step's shape,
+  // else r starts afresh: its first steps in detail (the next one too when `force`), unless the
+  // cost driver is the last sample's (a steady state: no slope to measure).
+  void enter_regime(std::uint64_t r, std::uint64_t shape, double x, unsigned s, bool force);
   void decode_step_policy(pass_info& p);
   // Sets `p` up for decode step s (0-based) and lets the policies see the new token.
   void begin_decode_step(pass_info& p, unsigned s);

@@ -202,6 +202,7 @@ void llm_workload::add_results(nlohmann::json& r) const {
   r["sampling"] = {{"decode", {{"sample_every", m_sample_every},
                                {"detailed_steps", m_detailed_steps},
                                {"extrapolated_steps", m_decode - std::min<std::uint64_t>(m_decode, m_detailed_steps)},
+                               {"from_earlier_regimes", m_known_steps},
                                {"check", check(m_step_check)}}},
                    {"layers", {{"enabled", m_sample_layers},
                                {"extrapolated", m_layers_extrapolated},

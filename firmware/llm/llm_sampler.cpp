@@ -94,17 +94,79 @@ std::uint64_t llm_workload::regime(const pass_info& p) const {
   // every layer's activation buffers land (arena or DRAM) and how its attention groups KV heads,
   // which step as the tokens attended grow (layer_ops::placement).
   // Windowed layers: how many attend to a full window (their cost stops growing with the tokens,
-  // so the slope of the cost in the tokens attended changes when one fills).
-  std::uint64_t r = 0, outgrown = 0, where = 0, full_windows = 0;
+  // so the slope of the cost in the tokens attended changes when one fills). Which layers evict
+  // and recompute when only some do (on a full window the token leaving it decides whether a
+  // head evicts: some layers select victims, the others not).
+  std::uint64_t r = 0, outgrown = 0, where = 0, full_windows = 0, which = 0, all = 3;
   for (unsigned l = 0; l < m_model.layers; ++l) {
-    r |= (p.evicts(l) ? 1u : 0u) | (p.recompute_rows(l) ? 2u : 0u);
+    const std::uint64_t does = (p.evicts(l) ? 1u : 0u) | (p.recompute_rows(l) ? 2u : 0u);
+    r |= does;
+    all &= does;
+    which = splitmix64(which ^ does);
     if (p.recompute_rows(l) && !m_ops->x_store_in_slots(l, p.recompute_rows(l))) ++outgrown;
     where = splitmix64(where ^ m_ops->placement(p, l));
     if (!p.window.empty() && p.window[l] && p.attended(l) >= p.window[l]) ++full_windows;
   }
   std::uint64_t h = splitmix64((r | outgrown << 2) ^ where);
   if (full_windows) h = splitmix64(h ^ full_windows << 32);
+  if (r != all) h = splitmix64(h ^ which);
   return h == no_regime ? 0 : h;
+}
+
+std::uint64_t llm_workload::step_shape(const pass_info& p) const {
+  std::uint64_t h = 0;
+  for (unsigned l = 0; l < m_model.layers; ++l) {
+    h = splitmix64(h ^ p.attended(l));
+    h = splitmix64(h ^ p.recompute_rows(l));
+    h = splitmix64(h ^ p.attended_x(l) << 1 ^ (p.evicts(l) ? 1u : 0u));
+  }
+  // A partly placed layer writes the new token's K and V on chip or to DRAM by its slot (a
+  // window's ring, or a full cache's slots, go round).
+  const unsigned part = m_plan->kv_partial_layer();
+  if (part < m_model.layers && m_ops->chip_slots(part)) {
+    const region& chip = m_plan->kv(part).k_chip;
+    const region r = m_ops->kv_slot(part, false, p);
+    h = splitmix64(h ^ (r.memory == chip.memory && r.addr >= chip.addr && r.addr < chip.addr + chip.bytes ? 1u : 2u));
+  }
+  return h;
+}
+
+const llm_workload::step_sample* llm_workload::known_sample(std::uint64_t r, std::uint64_t shape) const {
+  const step_sample* found = nullptr;  // the latest at that shape, one not after_known first
+  for (const known_regime& k : m_known)
+    if (k.regime == r)
+      for (auto i = k.samples.rbegin(); i != k.samples.rend(); ++i)
+        if (i->shape == shape && (!found || (found->after_known && !i->after_known))) found = &*i;
+  return found;
+}
+
+void llm_workload::enter_regime(std::uint64_t r, std::uint64_t shape, double x, unsigned s, bool force) {
+  // The cost driver as the last sample's: a steady state (a full window at the policy's budget),
+  // whose regimes need no slope; a step of one whose driver moves is simulated (skip_steps).
+  const bool steady = !m_samples.empty() && m_samples.back().x == x;
+  if (m_regime != no_regime && !m_samples.empty()) {  // kept: its steps may come back
+    auto old = std::find_if(m_known.begin(), m_known.end(), [&](const known_regime& k) { return k.regime == m_regime; });
+    if (old != m_known.end()) m_known.erase(old);
+    if (m_known.size() == max_known) m_known.erase(m_known.begin());
+    m_known.push_back(known_regime{m_regime, std::move(m_samples)});
+  }
+  m_samples.clear();
+  m_regime = r;
+  auto k = std::find_if(m_known.begin(), m_known.end(), [&](const known_regime& e) { return e.regime == r; });
+  if (k != m_known.end()) {
+    const bool same = k->samples.back().shape == shape;
+    if (same) m_samples = std::move(k->samples);  // a regime seen before, at its latest sample's shape
+    m_known.erase(k);
+    if (same) return;
+  }
+  if (steady) {
+    // Right after steps of earlier regimes the step's sample also holds what they left live: the
+    // next step in detail too, a sample without it (after_known).
+    if (m_known_since_sample) m_force_detailed = 1;
+    return;
+  }
+  if (force) m_force_detailed = 1;
+  m_regime_start = s;
 }
 
 unsigned llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
@@ -120,21 +182,47 @@ unsigned llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
   const double u_dt = m_routed->slope_dt();
   const double routed_slope = q ? a->routed - q->routed : 0.0;
   double routed_extra = 0;  // sum over the skipped steps of (routed_j - routed_a)
+  unsigned n = 0;           // the skipped steps of the current regime
+  // The skipped steps of earlier regimes: each from its regime's sample at its shape, as it was.
+  struct known_use {
+    const step_sample* sample;
+    unsigned n;
+  };
+  std::vector<known_use> known;
   const double t_skip0 = sc_core::sc_time_stamp().to_seconds();
   for (unsigned s = first; s < end; ++s) {
     begin_decode_step(p, s);
-    if (regime(p) != m_regime) {  // stop: this step is simulated in detail
-      m_step_ready = true;
-      m_force_detailed = 1;
-      end = s;
-      break;
+    double dt = 0;
+    if (const std::uint64_t r = regime(p); r != m_regime) {
+      const step_sample* k = m_known.empty() ? nullptr : known_sample(r, step_shape(p));
+      if (!k) {  // stop: this step is simulated in detail
+        m_step_ready = true;
+        m_force_detailed = 1;
+        end = s;
+        break;
+      }
+      auto u = std::find_if(known.begin(), known.end(), [&](const known_use& e) { return e.sample == k; });
+      if (u == known.end()) u = known.insert(known.end(), known_use{k, 0});
+      ++u->n;
+      const double routed = m_routing ? routed_experts(p) - k->routed : 0.0;
+      routed_extra += routed;
+      dt = std::max(0.0, k->dt + routed * u_dt);
+      ++m_known_steps;
+      ++m_known_since_sample;
+    } else {
+      if (!q && cost_driver(p) != a->x) {  // one sample (a steady state's regime), and the driver moved
+        m_step_ready = true;
+        m_force_detailed = 1;
+        end = s;
+        break;
+      }
+      ++n;
+      const double w = slope ? (cost_driver(p) - a->x) / (a->x - q->x) : 0.0;
+      weights += w;
+      const double routed = m_routing ? routed_experts(p) - a->routed : 0.0;
+      routed_extra += routed;
+      dt = std::max(0.0, a->dt + (slope ? (a->dt - q->dt - routed_slope * u_dt) * w : 0.0) + routed * u_dt);
     }
-    const double w = slope ? (cost_driver(p) - a->x) / (a->x - q->x) : 0.0;
-    weights += w;
-    const double routed = m_routing ? routed_experts(p) - a->routed : 0.0;
-    routed_extra += routed;
-    const double dt =
-        std::max(0.0, a->dt + (slope ? (a->dt - q->dt - routed_slope * u_dt) * w : 0.0) + routed * u_dt);
     const double t0 = sc_core::sc_time_stamp().to_seconds();
     // The platform idles (time-driven figures accrue); the new token's K and V become live
     // mid-step, as the layers write them.
@@ -145,17 +233,19 @@ unsigned llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
     m_steps.push_back(r);
   }
   if (end == first) return end;
-  const double n = end - first;
-  // Each counter: n times what the last sample added, plus its slope in the cost driver (none
-  // for a counter that did not exist at the sample before).
-  counter_snapshot amount = a->d;
-  const std::vector<double> dq = q ? align(q->d, a->d, std::nan("")) : a->d.values;
-  for (std::size_t i = 0; i < amount.values.size(); ++i) {
-    const double di = a->d.values[i], dqi = std::isnan(dq[i]) ? di : dq[i];
-    amount.values[i] = std::max(0.0, n * di + (slope ? (di - dqi) * weights : 0.0));
-  }
   const std::array<double, traffic_classes> before = dram_by_class();
-  add_to_counters(amount);
+  if (n > 0) {
+    // Each counter: n times what the last sample added, plus its slope in the cost driver (none
+    // for a counter that did not exist at the sample before).
+    counter_snapshot amount = a->d;
+    const std::vector<double> dq = q ? align(q->d, a->d, std::nan("")) : a->d.values;
+    for (std::size_t i = 0; i < amount.values.size(); ++i) {
+      const double di = a->d.values[i], dqi = std::isnan(dq[i]) ? di : dq[i];
+      amount.values[i] = std::max(0.0, n * di + (slope ? (di - dqi) * weights : 0.0));
+    }
+    add_to_counters(amount);
+  }
+  for (const known_use& u : known) add_scaled_to_counters(u.sample->d, u.n);
   const double more = routed_extra - (slope ? routed_slope * weights : 0.0);
   add_scaled_to_counters(m_routed->slope(), more);
   const std::vector<lifetime_kind>& kinds = m_ops->lifetimes();
@@ -166,7 +256,7 @@ unsigned llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
   // The skipped steps' rows in steps.csv: their share of the extrapolated traffic by duration.
   const double span = sc_core::sc_time_stamp().to_seconds() - t_skip0;
   for (std::size_t i = m_steps.size() - (end - first); i < m_steps.size(); ++i) {
-    const double share = span > 0 ? (m_steps[i].end_s - m_steps[i].start_s) / span : 1.0 / n;
+    const double share = span > 0 ? (m_steps[i].end_s - m_steps[i].start_s) / span : 1.0 / (end - first);
     m_steps[i].dram_weights = moved(traffic_class::weights) * share;
     m_steps[i].dram_kv = moved(traffic_class::kv) * share;
     m_steps[i].dram_act = moved(traffic_class::activations) * share;

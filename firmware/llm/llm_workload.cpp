@@ -336,12 +336,9 @@ void llm_workload::run() {
     if (m_force_detailed) --m_force_detailed;
     if (!m_step_ready) begin_decode_step(p, s);
     m_step_ready = false;
-    if (const std::uint64_t r = regime(p); r != m_regime) {  // a new regime: a fresh slope from two of its steps
-      if (m_regime != no_regime) m_force_detailed = 1;
-      m_samples.clear();
-      m_regime = r;
-      m_regime_start = s;
-    }
+    // A new regime: a fresh slope from two of its steps (an earlier regime at its sample's shape:
+    // its samples).
+    if (const std::uint64_t r = regime(p); r != m_regime) enter_regime(r, step_shape(p), cost_driver(p), s, m_regime != no_regime);
     const bool sampling = m_sample_every > 1;
     const counter_snapshot before = sampling ? snapshot_counters() : counter_snapshot{};
     // What the extrapolation would have given this step (a check of sampled decode: results,
@@ -374,21 +371,25 @@ void llm_workload::run() {
                                  std::to_string(p.step) + " does not replay the placement it ran with");
     // The step's regime as it ran: where the buffers land is known once the layers have run a
     // decode pass (the first step), or changed with it; a sample before it is of another regime.
-    if (const std::uint64_t r = regime(p); r != m_regime) {
-      if (!m_samples.empty()) m_force_detailed = 1;
-      m_samples.clear();
-      m_regime = r;
-      m_regime_start = s;
-    }
+    if (const std::uint64_t r = regime(p); r != m_regime) enter_regime(r, step_shape(p), cost_driver(p), s, !m_samples.empty());
     if (sampling) {
       step_sample smp;
       smp.x = cost_driver(p);
+      smp.shape = step_shape(p);
       smp.routed = routed_experts(p);
       smp.dt = sc_core::sc_time_stamp().to_seconds() - t0;
       smp.d = counter_delta(before, snapshot_counters());
-      m_samples.push_back(std::move(smp));
-      if (m_samples.size() > 2) m_samples.erase(m_samples.begin());
+      // Right after steps of earlier regimes, the step also pays for data those left live over
+      // the skipped span: a check of the regime's samples, not one of them (unless it has none;
+      // the next one taken otherwise replaces it).
+      smp.after_known = m_known_since_sample > 0;
+      if (!smp.after_known || m_samples.empty()) {
+        if (!m_samples.empty() && m_samples.back().after_known) m_samples.pop_back();
+        m_samples.push_back(std::move(smp));
+        if (m_samples.size() > 2) m_samples.erase(m_samples.begin());
+      }
     }
+    m_known_since_sample = 0;
     ++s;
     progress("decode step", s, static_cast<unsigned>(m_decode));
   }

@@ -57,6 +57,10 @@ class llm_workload : public workload {
     double x = 0;  // the step's cost driver (cost_driver())
     double routed = 0;  // the routed experts its MoE layers streamed (routed_experts())
     double dt = 0;
+    std::uint64_t shape = 0;  // what its layers attend, recompute and evict (step_shape())
+    // Taken right after skipped steps extrapolated from earlier regimes: data that the regimes
+    // between leave live in buffers of another layout die in it, their life the skipped span.
+    bool after_known = false;
     counter_snapshot d;
   };
   // Mixture of experts: what one more routed expert adds to a decode layer, fitted over the
@@ -94,6 +98,24 @@ class llm_workload : public workload {
   // to DRAM. Samples of one regime are not extrapolated into another.
   std::uint64_t regime(const pass_info& p) const;
   static constexpr std::uint64_t no_regime = ~std::uint64_t(0);
+  // Per layer, the tokens attended, the recomputed rows and x tokens and whether it evicts, as a
+  // hash: two steps of one regime and one shape issue the same commands (and have one cost driver).
+  std::uint64_t step_shape(const pass_info& p) const;
+  // The regimes left before the current one, each with its last two samples (m_known), for a
+  // steady state whose steps alternate between a few regimes: a window's, in which the token
+  // leaving the window decides whether the policy evicts. A step of such a regime, at the shape
+  // of its latest sample of that shape, is extrapolated from that sample instead of simulated.
+  struct known_regime {
+    std::uint64_t regime;
+    std::vector<step_sample> samples;
+  };
+  // The latest sample of regime r at shape `shape`, or null.
+  const step_sample* known_sample(std::uint64_t r, std::uint64_t shape) const;
+  // A detailed step at decode step s, of cost driver x, is of regime r (not the current one): the
+  // current regime's samples are kept; r's own come back if its latest is at this step's shape,
+  // else r starts afresh: its first steps in detail (the next one too when `force`), unless the
+  // cost driver is the last sample's (a steady state: no slope to measure).
+  void enter_regime(std::uint64_t r, std::uint64_t shape, double x, unsigned s, bool force);
   void decode_step_policy(pass_info& p);
   // Sets `p` up for decode step s (0-based) and lets the policies see the new token.
   void begin_decode_step(pass_info& p, unsigned s);
@@ -164,6 +186,10 @@ class llm_workload : public workload {
   std::uint64_t m_layers_extrapolated = 0;  // layers of all passes not simulated (sample_layers)
   unsigned m_detailed_steps = 0;
   std::vector<step_sample> m_samples;         // the last two detailed decode steps
+  std::vector<known_regime> m_known;          // earlier regimes, the least recent first
+  static constexpr std::size_t max_known = 16;
+  unsigned m_known_steps = 0;                 // steps extrapolated from an earlier regime's sample
+  unsigned m_known_since_sample = 0;          // of them since the last detailed step
   std::uint64_t m_regime = no_regime;         // of the last detailed step
   unsigned m_regime_start = 0;                // the decode step its regime began at
   unsigned m_force_detailed = 0;              // steps to simulate in detail whatever k says

@@ -180,6 +180,7 @@ void functional_run::note_write(std::uint64_t addr, std::uint64_t len) {
         kv_elem& el = m_written[l][v][(a - r.addr) / 2];
         el.written = now;
         ++el.generation;
+        el.ber_drawn = false;
       }
     }
 }
@@ -197,6 +198,7 @@ std::uint64_t functional_run::act_cell(std::uint64_t offset, unsigned bit) const
 
 std::uint32_t functional_run::flip(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem,
                                    bool high, double now) {
+  if (m_fault == fault_mode::ber) return flip_ber(word, bits, l, v, elem, high);
   const retention_model& ret = m_kv_edram->retention();
   const kv_elem& el = m_written[l][v][elem];
   std::uint32_t val = word;
@@ -206,15 +208,6 @@ std::uint32_t functional_run::flip(std::uint32_t word, unsigned bits, unsigned l
     const bool msb = bit >= bits / 2;
     const int g = (high ? 0 : 2) + (msb ? 0 : 1);
     m_bits_read[g] += 1;
-    if (m_fault == fault_mode::ber) {
-      if (!m_ber_groups[g]) continue;
-      const std::uint64_t cell = kv_cell(l, v, elem, bit);
-      if (unit_interval(splitmix64(cell ^ el.generation)) < m_ber) {
-        val ^= 1u << bit;
-        m_flipped[g] += 1;
-      }
-      continue;
-    }
     if (!(val >> bit & 1u)) continue;  // a discharged cell (0) has nothing to lose
     const std::uint64_t cell = kv_cell(l, v, elem, bit);
     // Exposure: the longest time the cell went without a write or refresh since its write.
@@ -234,6 +227,32 @@ std::uint32_t functional_run::flip(std::uint32_t word, unsigned bits, unsigned l
     }
   }
   return val;
+}
+
+std::uint32_t functional_run::flip_ber(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem,
+                                       bool high) {
+  // The upper half of the word's bits is in the MSB banks, the lower half in the LSB banks.
+  const std::uint32_t lsb = (1u << bits / 2) - 1, msb = ((1u << bits) - 1) & ~lsb;
+  const int gm = high ? 0 : 2, gl = gm + 1;
+  m_bits_read[gm] += bits - bits / 2;
+  m_bits_read[gl] += bits / 2;
+  kv_elem& el = m_written[l][v][elem];
+  if (!el.ber_drawn) {  // each bit's draw for this write of the word, once
+    const std::uint32_t drawn = (m_ber_groups[0] || m_ber_groups[2] ? msb : 0u) |
+                                (m_ber_groups[1] || m_ber_groups[3] ? lsb : 0u);
+    std::uint32_t mask = 0;
+    for (unsigned bit = 0; bit < bits; ++bit)
+      if ((drawn >> bit & 1u) && unit_interval(splitmix64(kv_cell(l, v, elem, bit) ^ el.generation)) < m_ber)
+        mask |= 1u << bit;
+    el.ber_mask = std::uint16_t(mask);
+    el.ber_drawn = true;
+  }
+  // The bits of the groups the faults hit (the token's score group decides, read by read).
+  const std::uint32_t f = el.ber_mask & ((m_ber_groups[gm] ? msb : 0u) | (m_ber_groups[gl] ? lsb : 0u));
+  if (!f) return word;
+  m_flipped[gm] += __builtin_popcount(f & msb);
+  m_flipped[gl] += __builtin_popcount(f & lsb);
+  return word ^ f;
 }
 
 void functional_run::inject(std::uint64_t addr, unsigned char* data, std::uint64_t len) {

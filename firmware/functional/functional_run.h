@@ -101,6 +101,11 @@ class functional_run : public functional_hooks, public fn::memory_port {
   struct kv_elem {
     double written = 0;
     std::uint32_t generation = 0;
+    // A fixed bit-error rate: the stored word's bits whose draw for this generation is below the
+    // rate (of the halves the faults' groups can select), drawn at the first read after a write:
+    // the draws are a function of the cell and the generation, so every later read flips the same.
+    std::uint16_t ber_mask = 0;
+    bool ber_drawn = false;
   };
   struct attn_ctx {
     unsigned layer = 0;
@@ -145,6 +150,8 @@ class functional_run : public functional_hooks, public fn::memory_port {
   // code) of element `elem` of on-chip layer l's K (v = 0) or V; counts them by group.
   std::uint32_t flip(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem, bool high,
                      double now);
+  // flip() with a fixed bit-error rate: each bit's draw is made once per write of its word.
+  std::uint32_t flip_ber(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem, bool high);
   // A cell's uniform draw (its retention time's quantile, or the seed of its bit errors), a pure
   // function of the fault seed and the cell's place in its array: which KV layer and half and
   // which element (or the activation arena's byte offset), and the bit. Not of the system's

@@ -8,12 +8,40 @@
 
 namespace kelle::fn {
 
-void matvec(const qmatrix& w, const float* x, float* y) {
-  for (unsigned o = 0; o < w.out; ++o) {
-    const std::int8_t* r = &w.q[std::size_t(o) * w.in];
-    float acc = 0;
-    for (unsigned i = 0; i < w.in; ++i) acc += float(r[i]) * x[i];
-    y[o] = acc * w.scale[o];
+packed_matrix pack(const qmatrix& m) {
+  constexpr unsigned B = packed_matrix::block;
+  packed_matrix p;
+  p.out = m.out;
+  p.in = m.in;
+  p.scale = m.scale;
+  p.w.assign(std::size_t(m.out + B - 1) / B * B * m.in, 0.0f);
+  for (unsigned o = 0; o < m.out; ++o)
+    for (unsigned i = 0; i < m.in; ++i)
+      p.w[std::size_t(o / B * B) * m.in + std::size_t(i) * B + o % B] = float(m.q[std::size_t(o) * m.in + i]);
+  return p;
+}
+
+std::shared_ptr<const packed_model> pack(const quantised_model& m) {
+  auto p = std::make_shared<packed_model>();
+  for (const auto& L : m.layers)
+    p->layers.push_back({pack(L.wq), pack(L.wk), pack(L.wv), pack(L.wo), pack(L.gate), pack(L.up), pack(L.down)});
+  p->classifier = pack(m.classifier);
+  return p;
+}
+
+void matvec(const packed_matrix& w, const float* x, float* y) {
+  // One accumulator per output row of a block, each summing its products in the order of i (the
+  // same sums as a row at a time), the block's rows side by side: vectorisable.
+  constexpr unsigned B = packed_matrix::block;
+  const float* p = w.w.data();
+  for (unsigned o0 = 0; o0 < w.out; o0 += B) {
+    float acc[B] = {};
+    for (unsigned i = 0; i < w.in; ++i, p += B) {
+      const float xi = x[i];
+#pragma GCC unroll 16
+      for (unsigned j = 0; j < B; ++j) acc[j] += p[j] * xi;
+    }
+    for (unsigned j = 0; j < B && o0 + j < w.out; ++j) y[o0 + j] = acc[j] * w.scale[o0 + j];
   }
 }
 
@@ -35,7 +63,10 @@ void rope(float* v, unsigned hd, std::uint64_t pos, float theta) {
   }
 }
 
-reference_model::reference_model(const quantised_model& m) : m_m(m), m_k(m.cfg.layers), m_v(m.cfg.layers) {}
+reference_model::reference_model(const quantised_model& m) : reference_model(m, pack(m)) {}
+
+reference_model::reference_model(const quantised_model& m, std::shared_ptr<const packed_model> packed)
+    : m_m(m), m_p(std::move(packed)), m_k(m.cfg.layers), m_v(m.cfg.layers) {}
 
 const float* reference_model::k(unsigned l, unsigned h, std::uint64_t p) const {
   return &m_k[l][p * m_m.cfg.kv_dim() + std::size_t(h) * m_m.cfg.head_dim()];
@@ -87,16 +118,17 @@ void reference_model::latent_attention(unsigned l, std::uint64_t pos, const floa
   // each key's latent is expanded by W_kv_b into every head's key (non-RoPE part) and value.
   const llama_config& c = m_m.cfg;
   const auto& L = m_m.layers[l];
+  const packed_model::layer& P = m_p->layers[l];
   const unsigned H = c.heads, r = c.kv_lora_rank, dr = c.qk_rope_dim, dn = c.qk_nope_dim, dv = c.v_head_dim;
   const unsigned D = dn + dr, row = r + dr, half = c.kv_dim();
   std::vector<float> q(std::size_t(H) * D);
-  matvec(L.wq, xn, q.data());
+  matvec(P.wq, xn, q.data());
   for (unsigned h = 0; h < H; ++h) rope(&q[std::size_t(h) * D + dn], dr, pos, c.rope_theta);  // q's RoPE part
   // The cached row: W_kv_a's output (latent, then the RoPE key, rotated), its two halves.
   m_k[l].resize((pos + 1) * row);
   float* lat = &m_k[l][pos * row];
-  matvec(L.wk, xn, lat);
-  matvec(L.wv, xn, lat + half);
+  matvec(P.wk, xn, lat);
+  matvec(P.wv, xn, lat + half);
   rope(lat + r, dr, pos, c.rope_theta);
   const std::vector<std::uint32_t>* keys = kept ? kept(l, 0) : nullptr;  // one cache head
   std::vector<std::uint32_t> all;
@@ -148,17 +180,18 @@ std::vector<float> reference_model::step(int token, const kept_fn& kept) {
   std::vector<std::uint32_t> all, windowed;
   for (unsigned l = 0; l < c.layers; ++l) {
     const auto& L = m_m.layers[l];
+    const packed_model::layer& P = m_p->layers[l];
     rmsnorm(x.data(), L.attn_norm, c.norm_eps, d, xn.data());
     if (c.latent()) {
       latent_attention(l, pos, xn.data(), att.data(), kept);
     } else {
-      matvec(L.wq, xn.data(), q.data());
+      matvec(P.wq, xn.data(), q.data());
       m_k[l].resize((pos + 1) * kvd);
       m_v[l].resize((pos + 1) * kvd);
       float* kp = &m_k[l][pos * kvd];
       float* vp = &m_v[l][pos * kvd];
-      matvec(L.wk, xn.data(), kp);
-      matvec(L.wv, xn.data(), vp);
+      matvec(P.wk, xn.data(), kp);
+      matvec(P.wv, xn.data(), vp);
       for (unsigned hh = 0; hh < c.heads; ++hh) rope(&q[std::size_t(hh) * hd], hd, pos, c.rope_theta);
       for (unsigned hh = 0; hh < c.kv_heads; ++hh) rope(kp + std::size_t(hh) * hd, hd, pos, c.rope_theta);
       const float inv = 1.0f / std::sqrt(float(hd));
@@ -201,18 +234,18 @@ std::vector<float> reference_model::step(int token, const kept_fn& kept) {
         }
       }
     }
-    matvec(L.wo, att.data(), o.data());
+    matvec(P.wo, att.data(), o.data());
     for (unsigned i = 0; i < d; ++i) x[i] += o[i];
     rmsnorm(x.data(), L.ffn_norm, c.norm_eps, d, xn.data());
-    matvec(L.gate, xn.data(), h.data());
-    matvec(L.up, xn.data(), u.data());
+    matvec(P.gate, xn.data(), h.data());
+    matvec(P.up, xn.data(), u.data());
     for (unsigned i = 0; i < c.ffn; ++i) h[i] = h[i] / (1.0f + std::exp(-h[i])) * u[i];
-    matvec(L.down, h.data(), o.data());
+    matvec(P.down, h.data(), o.data());
     for (unsigned i = 0; i < d; ++i) x[i] += o[i];
   }
   rmsnorm(x.data(), m_m.final_norm, c.norm_eps, d, xn.data());
   std::vector<float> logits(c.vocab);
-  matvec(m_m.classifier, xn.data(), logits.data());
+  matvec(m_p->classifier, xn.data(), logits.data());
   return logits;
 }
 

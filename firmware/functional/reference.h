@@ -11,12 +11,34 @@
 #include "models/compute/kv_format.h"
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 namespace kelle::fn {
 
-// x . W^T for an out x in int8 matrix: y[o] = scale[o] x sum_i q[o][i] x[i] (fp32).
-void matvec(const qmatrix& w, const float* x, float* y);
+// An out x in int8 matrix as the reference multiplies it: the weights as floats (exact), blocks
+// of `block` output rows interleaved by input (row o0 + j's weight of input i at
+// w[o0 * in + i * block + j], the last block padded with zero rows), so that matvec reads each
+// block's weights contiguously and keeps one accumulator per output row.
+struct packed_matrix {
+  static constexpr unsigned block = 16;
+  unsigned out = 0, in = 0;
+  std::vector<float> w, scale;
+};
+packed_matrix pack(const qmatrix& m);
+// The model's matrices packed (built once per model; the references of a run share it).
+struct packed_model {
+  struct layer {
+    packed_matrix wq, wk, wv, wo, gate, up, down;
+  };
+  std::vector<layer> layers;
+  packed_matrix classifier;
+};
+std::shared_ptr<const packed_model> pack(const quantised_model& m);
+
+// x . W^T for an out x in int8 matrix: y[o] = scale[o] x sum_i q[o][i] x[i] (fp32, summed in
+// the order of i).
+void matvec(const packed_matrix& w, const float* x, float* y);
 void rmsnorm(const float* x, const std::vector<float>& gamma, float eps, unsigned n, float* out);
 // Rotates the (even, odd) pairs of one head vector of `hd` elements to position `pos`.
 void rope(float* v, unsigned hd, std::uint64_t pos, float theta);
@@ -24,6 +46,8 @@ void rope(float* v, unsigned hd, std::uint64_t pos, float theta);
 class reference_model {
  public:
   explicit reference_model(const quantised_model& m);
+  // With the model's packed matrices (pack(m)), shared by the references of a run.
+  reference_model(const quantised_model& m, std::shared_ptr<const packed_model> packed);
 
   // The positions head (layer, kv_head) attends to for the token now at `pos` (ascending, all
   // <= pos), or nullptr for every position so far.
@@ -51,6 +75,7 @@ class reference_model {
 
  private:
   const quantised_model& m_m;
+  std::shared_ptr<const packed_model> m_p;
   std::uint64_t m_pos = 0;
   std::vector<std::vector<float>> m_k, m_v;  // per layer: position x kv_dim
   kv_format m_fmt;

@@ -229,15 +229,10 @@ std::uint32_t functional_run::flip(std::uint32_t word, unsigned bits, unsigned l
   return val;
 }
 
-std::uint32_t functional_run::flip_ber(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem,
-                                       bool high) {
-  // The upper half of the word's bits is in the MSB banks, the lower half in the LSB banks.
-  const std::uint32_t lsb = (1u << bits / 2) - 1, msb = ((1u << bits) - 1) & ~lsb;
-  const int gm = high ? 0 : 2, gl = gm + 1;
-  m_bits_read[gm] += bits - bits / 2;
-  m_bits_read[gl] += bits / 2;
+std::uint32_t functional_run::ber_drawn(unsigned bits, unsigned l, int v, std::uint64_t elem) {
   kv_elem& el = m_written[l][v][elem];
   if (!el.ber_drawn) {  // each bit's draw for this write of the word, once
+    const std::uint32_t lsb = (1u << bits / 2) - 1, msb = ((1u << bits) - 1) & ~lsb;
     const std::uint32_t drawn = (m_ber_groups[0] || m_ber_groups[2] ? msb : 0u) |
                                 (m_ber_groups[1] || m_ber_groups[3] ? lsb : 0u);
     std::uint32_t mask = 0;
@@ -247,36 +242,74 @@ std::uint32_t functional_run::flip_ber(std::uint32_t word, unsigned bits, unsign
     el.ber_mask = std::uint16_t(mask);
     el.ber_drawn = true;
   }
-  // The bits of the groups the faults hit (the token's score group decides, read by read).
-  const std::uint32_t f = el.ber_mask & ((m_ber_groups[gm] ? msb : 0u) | (m_ber_groups[gl] ? lsb : 0u));
-  if (!f) return word;
-  m_flipped[gm] += __builtin_popcount(f & msb);
-  m_flipped[gl] += __builtin_popcount(f & lsb);
-  return word ^ f;
+  return el.ber_mask;
+}
+
+std::uint32_t functional_run::ber_flips(unsigned bits, unsigned l, int v, std::uint64_t elem, bool high) {
+  // The upper half of the word's bits is in the MSB banks, the lower half in the LSB banks; the
+  // bits of the groups the faults hit flip (the token's score group decides, read by read).
+  const std::uint32_t lsb = (1u << bits / 2) - 1, msb = ((1u << bits) - 1) & ~lsb;
+  const int gm = high ? 0 : 2, gl = gm + 1;
+  const std::uint32_t f = ber_drawn(bits, l, v, elem) & ((m_ber_groups[gm] ? msb : 0u) | (m_ber_groups[gl] ? lsb : 0u));
+  if (f) {
+    m_flipped[gm] += __builtin_popcount(f & msb);
+    m_flipped[gl] += __builtin_popcount(f & lsb);
+  }
+  return f;
+}
+
+std::uint32_t functional_run::flip_ber(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem,
+                                       bool high) {
+  const int gm = high ? 0 : 2;
+  m_bits_read[gm] += bits - bits / 2;
+  m_bits_read[gm + 1] += bits / 2;
+  return word ^ ber_flips(bits, l, v, elem, high);
 }
 
 void functional_run::inject(std::uint64_t addr, unsigned char* data, std::uint64_t len) {
   const double now = sc_core::sc_time_stamp().to_seconds();
+  const bool ber = m_fault == fault_mode::ber;
   for (unsigned l = 0; l < m_kv_on_chip; ++l)
     for (int v = 0; v < 2; ++v) {
       const region& r = kv_region(l, v);
       const std::uint64_t b = std::max(addr, r.addr), e = std::min(addr + len, r.addr + r.bytes);
-      for (std::uint64_t a = b; a + 2 <= e; a += 2) {
-        const std::uint64_t elem = (a - r.addr) / 2;
-        const std::uint64_t hi = elem / m_hd;  // (slot, sequence, kv head)
+      for (std::uint64_t a = b; a + 2 <= e;) {
+        // A row of the layout at a time: (slot, sequence, KV head), head_dim elements.
+        const std::uint64_t hi = (a - r.addr) / 2 / m_hd, row_end = r.addr + (hi + 1) * m_hd * 2;
         const unsigned kvh = unsigned(hi % m_kvh), sq = unsigned(hi / m_kvh % m_batch);
         const std::uint64_t slot = hi / m_kvh / m_batch;
-        head_slots& h = hs(l, sq, kvh);
-        if (slot >= h.slot_pos.size() || h.slot_pos[slot] < 0) continue;  // not a stored token
+        const head_slots& h = hs(l, sq, kvh);
+        if (slot >= h.slot_pos.size() || h.slot_pos[slot] < 0) {  // not a stored token
+          a += (row_end - a + 1) / 2 * 2;
+          continue;
+        }
         const std::uint32_t pos = std::uint32_t(h.slot_pos[slot]);
         const bool high = pos < h.score.size() && h.score[pos] > h.threshold;
-        const std::uint16_t stored = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
-        const std::uint16_t word = to_format(stored, m_kv_format, m_kv_scale);
-        const std::uint16_t val = std::uint16_t(flip(word, 16, l, v, elem, high, now));
-        if (val == word) continue;  // no flip: read as stored
-        const std::uint16_t out = from_format(val, m_kv_format, m_kv_scale);
-        data[a - addr] = static_cast<unsigned char>(out & 0xff);
-        data[a - addr + 1] = static_cast<unsigned char>(out >> 8);
+        if (ber) {  // the word's format matters only where a bit flips
+          const int gm = high ? 0 : 2;
+          double n = 0;
+          for (; a + 2 <= e && a < row_end; a += 2, ++n) {
+            const std::uint32_t f = ber_flips(16, l, v, (a - r.addr) / 2, high);
+            if (!f) continue;  // no flip: read as stored
+            const std::uint16_t stored = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
+            const std::uint16_t out = from_format(std::uint16_t(to_format(stored, m_kv_format, m_kv_scale) ^ f),
+                                                  m_kv_format, m_kv_scale);
+            data[a - addr] = static_cast<unsigned char>(out & 0xff);
+            data[a - addr + 1] = static_cast<unsigned char>(out >> 8);
+          }
+          m_bits_read[gm] += 8 * n;
+          m_bits_read[gm + 1] += 8 * n;
+          continue;
+        }
+        for (; a + 2 <= e && a < row_end; a += 2) {
+          const std::uint16_t stored = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
+          const std::uint16_t word = to_format(stored, m_kv_format, m_kv_scale);
+          const std::uint16_t val = std::uint16_t(flip(word, 16, l, v, (a - r.addr) / 2, high, now));
+          if (val == word) continue;  // no flip: read as stored
+          const std::uint16_t out = from_format(val, m_kv_format, m_kv_scale);
+          data[a - addr] = static_cast<unsigned char>(out & 0xff);
+          data[a - addr + 1] = static_cast<unsigned char>(out >> 8);
+        }
       }
     }
 }

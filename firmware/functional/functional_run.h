@@ -152,6 +152,10 @@ class functional_run : public functional_hooks, public fn::memory_port {
                      double now);
   // flip() with a fixed bit-error rate: each bit's draw is made once per write of its word.
   std::uint32_t flip_ber(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem, bool high);
+  // The bits of the element's word whose draw for its present write is below the bit-error rate;
+  // ber_flips: of those, the bits the faults' groups hit now (counted as flipped), not the bits read.
+  std::uint32_t ber_drawn(unsigned bits, unsigned l, int v, std::uint64_t elem);
+  std::uint32_t ber_flips(unsigned bits, unsigned l, int v, std::uint64_t elem, bool high);
   // A cell's uniform draw (its retention time's quantile, or the seed of its bit errors), a pure
   // function of the fault seed and the cell's place in its array: which KV layer and half and
   // which element (or the activation arena's byte offset), and the bit. Not of the system's

@@ -1,6 +1,7 @@
 #include "firmware/functional/reference.h"
 
 #include "models/compute/functional/half.h"
+#include "models/compute/functional/kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -210,27 +211,25 @@ std::vector<float> reference_model::step(int token, const kept_fn& kept) {
         std::vector<float> s(keys->size());
         const bool quantised = m_fmt.grouped() && kept;
         if (quantised) quantise_kept(l, kvh, *keys);
+        std::vector<const float*>&krows = m_krows, &vrows = m_vrows;  // the attended keys' and values' rows
+        krows.resize(keys->size());
+        vrows.resize(keys->size());
+        for (std::size_t j = 0; j < keys->size(); ++j) {
+          krows[j] = quantised ? &m_kq[j * hd] : k(l, kvh, (*keys)[j]);
+          vrows[j] = quantised ? &m_vq[j * hd] : v(l, kvh, (*keys)[j]);
+        }
         for (unsigned g = 0; g < G; ++g) {
           const unsigned hh = kvh * G + g;
           const float* qh = &q[std::size_t(hh) * hd];
           float mx = -std::numeric_limits<float>::infinity();
-          for (std::size_t j = 0; j < keys->size(); ++j) {
-            const float* kk = quantised ? &m_kq[j * hd] : k(l, kvh, (*keys)[j]);
-            float dot = 0;
-            for (unsigned i = 0; i < hd; ++i) dot += qh[i] * kk[i];
-            s[j] = dot * inv;
-            mx = std::max(mx, s[j]);
-          }
+          dots(qh, krows.data(), keys->size(), hd, s.data());
+          for (float& e : s) mx = std::max(mx, e *= inv);
           if (m_observer) m_observer(l, hh, pos, *keys, s.data());
           float sum = 0;
           for (auto& e : s) sum += (e = std::exp(e - mx));
           float* out = &att[std::size_t(hh) * hd];
           std::fill(out, out + hd, 0.0f);
-          for (std::size_t j = 0; j < keys->size(); ++j) {
-            const float p = s[j] / sum;
-            const float* vv = quantised ? &m_vq[j * hd] : v(l, kvh, (*keys)[j]);
-            for (unsigned i = 0; i < hd; ++i) out[i] += p * vv[i];
-          }
+          for (std::size_t j = 0; j < keys->size(); ++j) axpy(out, vrows[j], s[j] / sum, hd);
         }
       }
     }

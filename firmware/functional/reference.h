@@ -80,6 +80,7 @@ class reference_model {
   std::vector<std::vector<float>> m_k, m_v;  // per layer: position x kv_dim
   kv_format m_fmt;
   std::vector<float> m_kq, m_vq;  // the kept keys' and values' dequantised rows (integer formats)
+  std::vector<const float*> m_krows, m_vrows;  // scratch: the rows a head's attention reads
   // Fills m_kq and m_vq with the dequantised K and V rows of `keys` in (layer, kv head).
   void quantise_kept(unsigned layer, unsigned kvh, const std::vector<std::uint32_t>& keys);
   // Latent KV: layer `layer`'s attention of the token at `pos` (normed input xn) into att

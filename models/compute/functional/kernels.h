@@ -19,6 +19,27 @@ inline void axpy(float* __restrict o, const T* __restrict v, float a, std::size_
   for (; n < N; ++n) o[n] += a * float(v[n]);
 }
 
+// out[j] = sum over i < K of q[i] x rows[j][i] (summed in the order of i) for j < n: eight rows
+// side by side, each with its own sum.
+inline void dots(const float* __restrict q, const float* const* rows, std::size_t n, std::size_t K,
+                 float* __restrict out) {
+  constexpr std::size_t B = 8;
+  std::size_t j = 0;
+  for (; j + B <= n; j += B) {
+    float acc[B] = {};
+    for (std::size_t i = 0; i < K; ++i) {
+      const float qi = q[i];
+      for (std::size_t r = 0; r < B; ++r) acc[r] += qi * rows[j + r][i];
+    }
+    for (std::size_t r = 0; r < B; ++r) out[j + r] = acc[r];
+  }
+  for (; j < n; ++j) {
+    float acc = 0;
+    for (std::size_t i = 0; i < K; ++i) acc += q[i] * rows[j][i];
+    out[j] = acc;
+  }
+}
+
 // o[n] *= s[n] for n < N.
 inline void scale(float* __restrict o, const float* __restrict s, std::size_t N) {
   constexpr std::size_t B = 8;

@@ -117,6 +117,15 @@ void functional_run::connect_faults(const memory_plan& plan) {
   if (m_fault != fault_mode::none) m_written.resize(m_kv_on_chip);  // only the fault model reads it
   for (unsigned l = 0; l < m_written.size(); ++l)
     for (int v = 0; v < 2; ++v) m_written[l][v].assign(kv_region(l, v).bytes / 2, kv_elem{});
+  if (m_fault == fault_mode::ber) {  // every element's draws before its first write (generation 0)
+    m_ber_bits = m_kv_fmt.grouped() ? m_kv_fmt.bits() : 16;
+    m_ber_mask.resize(m_written.size());
+    for (unsigned l = 0; l < m_written.size(); ++l)
+      for (int v = 0; v < 2; ++v) {
+        m_ber_mask[l][v].resize(m_written[l][v].size());
+        for (std::uint64_t e = 0; e < m_ber_mask[l][v].size(); ++e) m_ber_mask[l][v][e] = ber_draw(l, v, e, 0);
+      }
+  }
   // Retention faults in the activation eDRAM under a refresh policy's lifetime rule.
   m_act_rule = m_fault == fault_mode::retention && m_refresh ? m_refresh->transient() : nullptr;
   m_act_edram = m_act_rule && plan.arena().target ? plan.arena().target->refresh() : nullptr;
@@ -177,10 +186,11 @@ void functional_run::note_write(std::uint64_t addr, std::uint64_t len) {
       const region& r = kv_region(l, v);
       const std::uint64_t b = std::max(addr, r.addr), e = std::min(addr + len, r.addr + r.bytes);
       for (std::uint64_t a = b & ~1ull; a < e; a += 2) {
-        kv_elem& el = m_written[l][v][(a - r.addr) / 2];
+        const std::uint64_t elem = (a - r.addr) / 2;
+        kv_elem& el = m_written[l][v][elem];
         el.written = now;
         ++el.generation;
-        el.ber_drawn = false;
+        if (!m_ber_mask.empty()) m_ber_mask[l][v][elem] = ber_draw(l, v, elem, el.generation);
       }
     }
 }
@@ -229,20 +239,16 @@ std::uint32_t functional_run::flip(std::uint32_t word, unsigned bits, unsigned l
   return val;
 }
 
-std::uint32_t functional_run::ber_drawn(unsigned bits, unsigned l, int v, std::uint64_t elem) {
-  kv_elem& el = m_written[l][v][elem];
-  if (!el.ber_drawn) {  // each bit's draw for this write of the word, once
-    const std::uint32_t lsb = (1u << bits / 2) - 1, msb = ((1u << bits) - 1) & ~lsb;
-    const std::uint32_t drawn = (m_ber_groups[0] || m_ber_groups[2] ? msb : 0u) |
-                                (m_ber_groups[1] || m_ber_groups[3] ? lsb : 0u);
-    std::uint32_t mask = 0;
-    for (unsigned bit = 0; bit < bits; ++bit)
-      if ((drawn >> bit & 1u) && unit_interval(splitmix64(kv_cell(l, v, elem, bit) ^ el.generation)) < m_ber)
-        mask |= 1u << bit;
-    el.ber_mask = std::uint16_t(mask);
-    el.ber_drawn = true;
-  }
-  return el.ber_mask;
+std::uint16_t functional_run::ber_draw(unsigned l, int v, std::uint64_t elem, std::uint32_t generation) const {
+  const unsigned bits = m_ber_bits;
+  const std::uint32_t lsb = (1u << bits / 2) - 1, msb = ((1u << bits) - 1) & ~lsb;
+  const std::uint32_t drawn = (m_ber_groups[0] || m_ber_groups[2] ? msb : 0u) |
+                              (m_ber_groups[1] || m_ber_groups[3] ? lsb : 0u);
+  std::uint32_t mask = 0;
+  for (unsigned bit = 0; bit < bits; ++bit)
+    if ((drawn >> bit & 1u) && unit_interval(splitmix64(kv_cell(l, v, elem, bit) ^ generation)) < m_ber)
+      mask |= 1u << bit;
+  return std::uint16_t(mask);
 }
 
 std::uint32_t functional_run::ber_flips(unsigned bits, unsigned l, int v, std::uint64_t elem, bool high) {
@@ -250,7 +256,7 @@ std::uint32_t functional_run::ber_flips(unsigned bits, unsigned l, int v, std::u
   // bits of the groups the faults hit flip (the token's score group decides, read by read).
   const std::uint32_t lsb = (1u << bits / 2) - 1, msb = ((1u << bits) - 1) & ~lsb;
   const int gm = high ? 0 : 2, gl = gm + 1;
-  const std::uint32_t f = ber_drawn(bits, l, v, elem) & ((m_ber_groups[gm] ? msb : 0u) | (m_ber_groups[gl] ? lsb : 0u));
+  const std::uint32_t f = m_ber_mask[l][v][elem] & ((m_ber_groups[gm] ? msb : 0u) | (m_ber_groups[gl] ? lsb : 0u));
   if (f) {
     m_flipped[gm] += __builtin_popcount(f & msb);
     m_flipped[gl] += __builtin_popcount(f & lsb);

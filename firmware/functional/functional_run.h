@@ -101,11 +101,6 @@ class functional_run : public functional_hooks, public fn::memory_port {
   struct kv_elem {
     double written = 0;
     std::uint32_t generation = 0;
-    // A fixed bit-error rate: the stored word's bits whose draw for this generation is below the
-    // rate (of the halves the faults' groups can select), drawn at the first read after a write:
-    // the draws are a function of the cell and the generation, so every later read flips the same.
-    std::uint16_t ber_mask = 0;
-    bool ber_drawn = false;
   };
   struct attn_ctx {
     unsigned layer = 0;
@@ -152,9 +147,10 @@ class functional_run : public functional_hooks, public fn::memory_port {
                      double now);
   // flip() with a fixed bit-error rate: each bit's draw is made once per write of its word.
   std::uint32_t flip_ber(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem, bool high);
-  // The bits of the element's word whose draw for its present write is below the bit-error rate;
-  // ber_flips: of those, the bits the faults' groups hit now (counted as flipped), not the bits read.
-  std::uint32_t ber_drawn(unsigned bits, unsigned l, int v, std::uint64_t elem);
+  // The bits of the element's stored word whose draw for its write `generation` is below the
+  // bit-error rate (of the halves the faults' groups can select); ber_flips: of the present
+  // write's (m_ber_mask), the bits the faults' groups hit now (counted as flipped, not as read).
+  std::uint16_t ber_draw(unsigned l, int v, std::uint64_t elem, std::uint32_t generation) const;
   std::uint32_t ber_flips(unsigned bits, unsigned l, int v, std::uint64_t elem, bool high);
   // A cell's uniform draw (its retention time's quantile, or the seed of its bit errors), a pure
   // function of the fault seed and the cell's place in its array: which KV layer and half and
@@ -270,6 +266,11 @@ class functional_run : public functional_hooks, public fn::memory_port {
   refresh_control* m_kv_edram = nullptr;
   unsigned m_kv_on_chip = 0;
   std::vector<std::array<std::vector<kv_elem>, 2>> m_written;  // on-chip layers: K, V elements
+  // A fixed bit-error rate: per on-chip layer, K and V element, ber_draw() of its present write,
+  // drawn when it is written (the draws are a function of the cell and the write, so every read
+  // of that write flips the same bits), 2 bytes per element for the reads to look up.
+  std::vector<std::array<std::vector<std::uint16_t>, 2>> m_ber_mask;
+  unsigned m_ber_bits = 16;  // the stored word's bits: 16, or an integer format's code
   std::array<double, 4> m_bits_read{}, m_flipped{};
   double m_wall_s = 0;
   std::uint64_t m_logits_digest = 0xcbf29ce484222325ull;  // FNV-1a of every logit's bits

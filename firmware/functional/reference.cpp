@@ -33,16 +33,20 @@ std::shared_ptr<const packed_model> pack(const quantised_model& m) {
 void matvec(const packed_matrix& w, const float* x, float* y) {
   // One accumulator per output row of a block, each summing its products in the order of i (the
   // same sums as a row at a time), the block's rows side by side: vectorisable.
-  constexpr unsigned B = packed_matrix::block;
+  // Four groups of four rows: the form the compiler keeps in four vector registers.
+  static_assert(packed_matrix::block == 16, "matvec's kernel is written for blocks of 16 rows");
   const float* p = w.w.data();
-  for (unsigned o0 = 0; o0 < w.out; o0 += B) {
-    float acc[B] = {};
-    for (unsigned i = 0; i < w.in; ++i, p += B) {
+  for (unsigned o0 = 0; o0 < w.out; o0 += 16) {
+    float a0[4] = {}, a1[4] = {}, a2[4] = {}, a3[4] = {};
+    for (unsigned i = 0; i < w.in; ++i, p += 16) {
       const float xi = x[i];
-#pragma GCC unroll 16
-      for (unsigned j = 0; j < B; ++j) acc[j] += p[j] * xi;
+      for (unsigned j = 0; j < 4; ++j) a0[j] += p[j] * xi;
+      for (unsigned j = 0; j < 4; ++j) a1[j] += p[4 + j] * xi;
+      for (unsigned j = 0; j < 4; ++j) a2[j] += p[8 + j] * xi;
+      for (unsigned j = 0; j < 4; ++j) a3[j] += p[12 + j] * xi;
     }
-    for (unsigned j = 0; j < B && o0 + j < w.out; ++j) y[o0 + j] = acc[j] * w.scale[o0 + j];
+    const float* acc[4] = {a0, a1, a2, a3};
+    for (unsigned j = 0; j < 16 && o0 + j < w.out; ++j) y[o0 + j] = acc[j / 4][j % 4] * w.scale[o0 + j];
   }
 }
 

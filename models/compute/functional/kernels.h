@@ -29,6 +29,7 @@ inline void dots(const float* __restrict q, const float* const* rows, std::size_
     float acc[B] = {};
     for (std::size_t i = 0; i < K; ++i) {
       const float qi = q[i];
+#pragma GCC unroll 8
       for (std::size_t r = 0; r < B; ++r) acc[r] += qi * rows[j + r][i];
     }
     for (std::size_t r = 0; r < B; ++r) out[j + r] = acc[r];

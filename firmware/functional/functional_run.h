@@ -207,6 +207,7 @@ class functional_run : public functional_hooks, public fn::memory_port {
   unsigned m_batch, m_kvh, m_heads, m_hd;
   std::uint64_t m_context, m_decode, m_seed;
   at_initiator m_port;
+  tlm::tlm_generic_payload m_dbg;  // the payload of debug()
   std::unique_ptr<fn::engine> m_engine;
   driver* m_drv = nullptr;
   memory_plan* m_plan = nullptr;

@@ -85,35 +85,60 @@ void reference_model::quantise_kept(unsigned l, unsigned kvh, const std::vector<
   auto half = [](float x) { return from_half(to_half(x)); };  // as the cache stores it
   m_kq.assign(keys.size() * hd, 0.0f);
   m_vq.assign(keys.size() * hd, 0.0f);
+  // What was quantised before is kept: a key group's rows for the kept positions it had (the same
+  // positions give the same rows: a position's K never changes), a position's value row.
+  const std::size_t head = std::size_t(l) * m_m.cfg.kv_heads + kvh;
+  if (m_kgroups.size() <= head) m_kgroups.resize(std::size_t(m_m.cfg.layers) * m_m.cfg.kv_heads);
+  if (m_vrow.size() <= head) m_vrow.resize(m_kgroups.size());
+  std::vector<quantised_group>& kg = m_kgroups[head];
+  quantised_group& vr = m_vrow[head];  // keys: the positions whose value row is in rows
   // Keys: per channel over the kept positions of each group of G consecutive positions.
   for (std::size_t j0 = 0; j0 < keys.size();) {
     std::size_t j1 = j0;
     while (j1 < keys.size() && keys[j1] / G == keys[j0] / G) ++j1;
-    for (unsigned c = 0; c < hd; ++c) {
-      float lo = half(k(l, kvh, keys[j0])[c]), hi = lo;
-      for (std::size_t j = j0; j < j1; ++j) {
-        const float x = half(k(l, kvh, keys[j])[c]);
-        lo = std::min(lo, x);
-        hi = std::max(hi, x);
+    const std::size_t g = keys[j0] / G;
+    if (kg.size() <= g) kg.resize(g + 1);
+    quantised_group& c = kg[g];
+    if (!std::equal(keys.begin() + std::ptrdiff_t(j0), keys.begin() + std::ptrdiff_t(j1), c.keys.begin(), c.keys.end())) {
+      c.keys.assign(keys.begin() + std::ptrdiff_t(j0), keys.begin() + std::ptrdiff_t(j1));
+      c.rows.assign((j1 - j0) * hd, 0.0f);
+      for (unsigned ch = 0; ch < hd; ++ch) {
+        float lo = half(k(l, kvh, keys[j0])[ch]), hi = lo;
+        for (std::size_t j = j0; j < j1; ++j) {
+          const float x = half(k(l, kvh, keys[j])[ch]);
+          lo = std::min(lo, x);
+          hi = std::max(hi, x);
+        }
+        const kv_format::group_params p = m_fmt.params(lo, hi);
+        for (std::size_t j = j0; j < j1; ++j)
+          c.rows[(j - j0) * hd + ch] = m_fmt.dequantise(m_fmt.quantise(half(k(l, kvh, keys[j])[ch]), p), p);
       }
-      const kv_format::group_params p = m_fmt.params(lo, hi);
-      for (std::size_t j = j0; j < j1; ++j)
-        m_kq[j * hd + c] = m_fmt.dequantise(m_fmt.quantise(half(k(l, kvh, keys[j])[c]), p), p);
     }
+    std::copy(c.rows.begin(), c.rows.end(), m_kq.begin() + std::ptrdiff_t(j0 * hd));
     j0 = j1;
   }
   // Values: per token over each group of G consecutive channels.
   for (std::size_t j = 0; j < keys.size(); ++j) {
-    const float* vv = v(l, kvh, keys[j]);
-    for (unsigned c0 = 0; c0 < hd; c0 += G) {
-      float lo = half(vv[c0]), hi = lo;
-      for (unsigned c = c0; c < c0 + G; ++c) {
-        lo = std::min(lo, half(vv[c]));
-        hi = std::max(hi, half(vv[c]));
-      }
-      const kv_format::group_params p = m_fmt.params(lo, hi);
-      for (unsigned c = c0; c < c0 + G; ++c) m_vq[j * hd + c] = m_fmt.dequantise(m_fmt.quantise(half(vv[c]), p), p);
+    const std::uint32_t pos = keys[j];
+    if (vr.keys.size() <= pos) {
+      vr.keys.resize(pos + 1, 0);
+      vr.rows.resize(std::size_t(pos + 1) * hd, 0.0f);
     }
+    float* row = &vr.rows[std::size_t(pos) * hd];
+    if (!vr.keys[pos]) {
+      vr.keys[pos] = 1;
+      const float* vv = v(l, kvh, pos);
+      for (unsigned c0 = 0; c0 < hd; c0 += G) {
+        float lo = half(vv[c0]), hi = lo;
+        for (unsigned c = c0; c < c0 + G; ++c) {
+          lo = std::min(lo, half(vv[c]));
+          hi = std::max(hi, half(vv[c]));
+        }
+        const kv_format::group_params p = m_fmt.params(lo, hi);
+        for (unsigned c = c0; c < c0 + G; ++c) row[c] = m_fmt.dequantise(m_fmt.quantise(half(vv[c]), p), p);
+      }
+    }
+    std::copy(row, row + hd, m_vq.begin() + std::ptrdiff_t(j * hd));
   }
 }
 

@@ -77,6 +77,15 @@ void functional_run::connect_faults(const memory_plan& plan) {
   if (m_fault != fault_mode::none) m_written.resize(m_kv_on_chip);  // only the fault model reads it
   for (unsigned l = 0; l < m_written.size(); ++l)
     for (int v = 0; v < 2; ++v) m_written[l][v].assign(kv_region(l, v).bytes / 2, kv_elem{});
+  if (m_fault == fault_mode::ber) {  // every element's draws before its first write (generation 0)
+    m_ber_bits = m_kv_fmt.grouped() ? m_kv_fmt.bits() : 16;
+    m_ber_mask.resize(m_written.size());
+    for (unsigned l = 0; l < m_written.size(); ++l)
+      for (int v = 0; v < 2; ++v) {
+        m_ber_mask[l][v].resize(m_written[l][v].size());
+        for (std::uint64_t e = 0; e < m_ber_mask[l][v].size(); ++e) m_ber_mask[l][v][e] = ber_draw(l, v, e, 0);
+      }
+  }
   // Retention faults in the activation eDRAM under a refresh policy's lifetime rule.
   m_act_rule = m_fault == fault_mode::retention && m_refresh ? m_refresh->transient() : nullptr;
   m_act_edram = m_act_rule && plan.arena().target ? plan.arena().target->refresh() : nullptr;
@@ -137,9 +146,11 @@ void functional_run::note_write(std::uint64_t addr, std::uint64_t len) {
       const region& r = kv_region(l, v);
       const std::uint64_t b = std::max(addr, r.addr), e = std::min(addr + len, r.addr + r.bytes);
       for (std::uint64_t a = b & ~1ull; a < e; a += 2) {
-        kv_elem& el = m_written[l][v][(a - r.addr) / 2];
+        const std::uint64_t elem = (a - r.addr) / 2;
+        kv_elem& el = m_written[l][v][elem];
         el.written = now;
         ++el.generation;
+        if (!m_ber_mask.empty()) m_ber_mask[l][v][elem] = ber_draw(l, v, elem, el.generation);
       }
     }
 }
@@ -157,6 +168,7 @@ std::uint64_t functional_run::act_cell(std::uint64_t offset, unsigned bit) const
 
 std::uint32_t functional_run::flip(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem,
                                    bool high, double now) {
+  if (m_fault == fault_mode::ber) return flip_ber(word, bits, l, v, elem, high);
   const retention_model& ret = m_kv_edram->retention();
   const kv_elem& el = m_written[l][v][elem];
   std::uint32_t val = word;
@@ -166,15 +178,6 @@ std::uint32_t functional_run::flip(std::uint32_t word, unsigned bits, unsigned l
     const bool msb = bit >= bits / 2;
     const int g = (high ? 0 : 2) + (msb ? 0 : 1);
     m_bits_read[g] += 1;
-    if (m_fault == fault_mode::ber) {
-      if (!m_ber_groups[g]) continue;
-      const std::uint64_t cell = kv_cell(l, v, elem, bit);
-      if (unit_interval(splitmix64(cell ^ el.generation)) < m_ber) {
-        val ^= 1u << bit;
-        m_flipped[g] += 1;
-      }
-      continue;
-    }
     if (!(val >> bit & 1u)) continue;  // a discharged cell (0) has nothing to lose
     const std::uint64_t cell = kv_cell(l, v, elem, bit);
     // Exposure: the longest time the cell went without a write or refresh since its write.
@@ -196,28 +199,82 @@ std::uint32_t functional_run::flip(std::uint32_t word, unsigned bits, unsigned l
   return val;
 }
 
+std::uint16_t functional_run::ber_draw(unsigned l, int v, std::uint64_t elem, std::uint32_t generation) const {
+  const unsigned bits = m_ber_bits;
+  const std::uint32_t lsb = (1u << bits / 2) - 1, msb = ((1u << bits) - 1) & ~lsb;
+  const std::uint32_t drawn = (m_ber_groups[0] || m_ber_groups[2] ? msb : 0u) |
+                              (m_ber_groups[1] || m_ber_groups[3] ? lsb : 0u);
+  std::uint32_t mask = 0;
+  for (unsigned bit = 0; bit < bits; ++bit)
+    if ((drawn >> bit & 1u) && unit_interval(splitmix64(kv_cell(l, v, elem, bit) ^ generation)) < m_ber)
+      mask |= 1u << bit;
+  return std::uint16_t(mask);
+}
+
+std::uint32_t functional_run::ber_flips(unsigned bits, unsigned l, int v, std::uint64_t elem, bool high) {
+  // The upper half of the word's bits is in the MSB banks, the lower half in the LSB banks; the
+  // bits of the groups the faults hit flip (the token's score group decides, read by read).
+  const std::uint32_t lsb = (1u << bits / 2) - 1, msb = ((1u << bits) - 1) & ~lsb;
+  const int gm = high ? 0 : 2, gl = gm + 1;
+  const std::uint32_t f = m_ber_mask[l][v][elem] & ((m_ber_groups[gm] ? msb : 0u) | (m_ber_groups[gl] ? lsb : 0u));
+  if (f) {
+    m_flipped[gm] += __builtin_popcount(f & msb);
+    m_flipped[gl] += __builtin_popcount(f & lsb);
+  }
+  return f;
+}
+
+std::uint32_t functional_run::flip_ber(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem,
+                                       bool high) {
+  const int gm = high ? 0 : 2;
+  m_bits_read[gm] += bits - bits / 2;
+  m_bits_read[gm + 1] += bits / 2;
+  return word ^ ber_flips(bits, l, v, elem, high);
+}
+
 void functional_run::inject(std::uint64_t addr, unsigned char* data, std::uint64_t len) {
   const double now = sc_core::sc_time_stamp().to_seconds();
+  const bool ber = m_fault == fault_mode::ber;
   for (unsigned l = 0; l < m_kv_on_chip; ++l)
     for (int v = 0; v < 2; ++v) {
       const region& r = kv_region(l, v);
       const std::uint64_t b = std::max(addr, r.addr), e = std::min(addr + len, r.addr + r.bytes);
-      for (std::uint64_t a = b; a + 2 <= e; a += 2) {
-        const std::uint64_t elem = (a - r.addr) / 2;
-        const std::uint64_t hi = elem / m_hd;  // (slot, sequence, kv head)
+      for (std::uint64_t a = b; a + 2 <= e;) {
+        // A row of the layout at a time: (slot, sequence, KV head), head_dim elements.
+        const std::uint64_t hi = (a - r.addr) / 2 / m_hd, row_end = r.addr + (hi + 1) * m_hd * 2;
         const unsigned kvh = unsigned(hi % m_kvh), sq = unsigned(hi / m_kvh % m_batch);
         const std::uint64_t slot = hi / m_kvh / m_batch;
-        head_slots& h = hs(l, sq, kvh);
-        if (slot >= h.slot_pos.size() || h.slot_pos[slot] < 0) continue;  // not a stored token
+        const head_slots& h = hs(l, sq, kvh);
+        if (slot >= h.slot_pos.size() || h.slot_pos[slot] < 0) {  // not a stored token
+          a += (row_end - a + 1) / 2 * 2;
+          continue;
+        }
         const std::uint32_t pos = std::uint32_t(h.slot_pos[slot]);
         const bool high = pos < h.score.size() && h.score[pos] > h.threshold;
-        const std::uint16_t stored = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
-        const std::uint16_t word = m_kv_format.to_word(stored, m_kv_scale);
-        const std::uint16_t val = std::uint16_t(flip(word, 16, l, v, elem, high, now));
-        if (val == word) continue;  // no flip: read as stored
-        const std::uint16_t out = m_kv_format.from_word(val, m_kv_scale);
-        data[a - addr] = static_cast<unsigned char>(out & 0xff);
-        data[a - addr + 1] = static_cast<unsigned char>(out >> 8);
+        if (ber) {  // the word's format matters only where a bit flips
+          const int gm = high ? 0 : 2;
+          double n = 0;
+          for (; a + 2 <= e && a < row_end; a += 2, ++n) {
+            const std::uint32_t f = ber_flips(16, l, v, (a - r.addr) / 2, high);
+            if (!f) continue;  // no flip: read as stored
+            const std::uint16_t stored = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
+            const std::uint16_t out = m_kv_format.from_word(std::uint16_t(m_kv_format.to_word(stored, m_kv_scale) ^ f), m_kv_scale);
+            data[a - addr] = static_cast<unsigned char>(out & 0xff);
+            data[a - addr + 1] = static_cast<unsigned char>(out >> 8);
+          }
+          m_bits_read[gm] += 8 * n;
+          m_bits_read[gm + 1] += 8 * n;
+          continue;
+        }
+        for (; a + 2 <= e && a < row_end; a += 2) {
+          const std::uint16_t stored = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
+          const std::uint16_t word = m_kv_format.to_word(stored, m_kv_scale);
+          const std::uint16_t val = std::uint16_t(flip(word, 16, l, v, (a - r.addr) / 2, high, now));
+          if (val == word) continue;  // no flip: read as stored
+          const std::uint16_t out = m_kv_format.from_word(val, m_kv_scale);
+          data[a - addr] = static_cast<unsigned char>(out & 0xff);
+          data[a - addr + 1] = static_cast<unsigned char>(out >> 8);
+        }
       }
     }
 }

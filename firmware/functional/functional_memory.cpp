@@ -13,7 +13,7 @@ namespace kelle {
 void functional_run::debug(tlm::tlm_command cmd, std::uint64_t addr, unsigned char* p, std::uint64_t len) {
   for (std::uint64_t off = 0; off < len;) {
     const std::uint64_t n = std::min<std::uint64_t>(len - off, 1u << 30);
-    tlm::tlm_generic_payload t;
+    tlm::tlm_generic_payload& t = m_dbg;  // one payload for every debug access (its construction allocates)
     t.set_command(cmd);
     t.set_address(addr + off);
     t.set_data_ptr(p + off);

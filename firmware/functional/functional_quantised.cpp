@@ -88,40 +88,47 @@ void functional_run::read_quantised(std::uint64_t addr, unsigned char* data, std
       const std::uint64_t b = std::max(addr, r.addr), e = std::min(addr + len, r.addr + r.bytes);
       kv_format::group_params vp;
       std::uint64_t vp_group = ~0ull;  // the value group vp is of (element index / G)
-      for (std::uint64_t a = b; a + 2 <= e; a += 2) {
-        const std::uint64_t elem = (a - r.addr) / 2, ch = elem % m_hd, hi = elem / m_hd;  // (slot, sequence, kv head)
+      for (std::uint64_t a = b; a + 2 <= e;) {
+        // A row of the layout at a time: (slot, sequence, KV head), head_dim elements.
+        const std::uint64_t hi = (a - r.addr) / 2 / m_hd, row_end = r.addr + (hi + 1) * m_hd * 2;
         const unsigned kvh = unsigned(hi % m_kvh), sq = unsigned(hi / m_kvh % m_batch);
         const std::uint64_t slot = hi / m_kvh / m_batch;
         const head_slots& h = hs(l, sq, kvh);
-        if (slot >= h.slot_pos.size() || h.slot_pos[slot] < 0) continue;  // not a stored token
+        if (slot >= h.slot_pos.size() || h.slot_pos[slot] < 0) {  // not a stored token
+          a += (row_end - a + 1) / 2 * 2;
+          continue;
+        }
         const std::uint32_t pos = std::uint32_t(h.slot_pos[slot]);
-        kv_format::group_params p;
-        if (!G) {
-          p = fixed;
-        } else if (!v) {
-          p = key_group(l, sq, kvh, pos / G)[ch];
-        } else {
-          if (elem / G != vp_group) {  // the value row's group of G channels, from its written values
-            vp_group = elem / G;
-            debug(tlm::TLM_READ_COMMAND, r.addr + vp_group * G * 2, reinterpret_cast<unsigned char*>(vals), G * 2);
-            float lo = fn::from_half(vals[0]), up = lo;
-            for (unsigned i = 1; i < G; ++i) {
-              lo = std::min(lo, fn::from_half(vals[i]));
-              up = std::max(up, fn::from_half(vals[i]));
+        const std::vector<kv_format::group_params>* kg = v || !G ? nullptr : &key_group(l, sq, kvh, pos / G);
+        const bool flips = faults && l < m_kv_on_chip;
+        const bool high = flips && pos < h.score.size() && h.score[pos] > h.threshold;
+        for (; a + 2 <= e && a < row_end; a += 2) {
+          const std::uint64_t elem = (a - r.addr) / 2;
+          kv_format::group_params p;
+          if (!G) {
+            p = fixed;
+          } else if (!v) {
+            p = (*kg)[elem % m_hd];
+          } else {
+            if (elem / G != vp_group) {  // the value row's group of G channels, from its written values
+              vp_group = elem / G;
+              debug(tlm::TLM_READ_COMMAND, r.addr + vp_group * G * 2, reinterpret_cast<unsigned char*>(vals), G * 2);
+              float lo = fn::from_half(vals[0]), up = lo;
+              for (unsigned i = 1; i < G; ++i) {
+                lo = std::min(lo, fn::from_half(vals[i]));
+                up = std::max(up, fn::from_half(vals[i]));
+              }
+              vp = m_kv_fmt.params(lo, up);
             }
-            vp = m_kv_fmt.params(lo, up);
+            p = vp;
           }
-          p = vp;
+          const std::uint16_t stored = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
+          std::uint32_t code = m_kv_fmt.quantise(fn::from_half(stored), p);
+          if (flips) code = flip(code, bits, l, v, elem, high, now);
+          const std::uint16_t out = fn::to_half(m_kv_fmt.dequantise(code, p));
+          data[a - addr] = static_cast<unsigned char>(out & 0xff);
+          data[a - addr + 1] = static_cast<unsigned char>(out >> 8);
         }
-        const std::uint16_t stored = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
-        std::uint32_t code = m_kv_fmt.quantise(fn::from_half(stored), p);
-        if (faults && l < m_kv_on_chip) {
-          const bool high = pos < h.score.size() && h.score[pos] > h.threshold;
-          code = flip(code, bits, l, v, elem, high, now);
-        }
-        const std::uint16_t out = fn::to_half(m_kv_fmt.dequantise(code, p));
-        data[a - addr] = static_cast<unsigned char>(out & 0xff);
-        data[a - addr + 1] = static_cast<unsigned char>(out >> 8);
       }
     }
 }

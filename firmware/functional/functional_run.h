@@ -145,6 +145,13 @@ class functional_run : public functional_hooks, public fn::memory_port {
   // code) of element `elem` of on-chip layer l's K (v = 0) or V; counts them by group.
   std::uint32_t flip(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem, bool high,
                      double now);
+  // flip() with a fixed bit-error rate: each bit's draw is made once per write of its word.
+  std::uint32_t flip_ber(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem, bool high);
+  // The bits of the element's stored word whose draw for its write `generation` is below the
+  // bit-error rate (of the halves the faults' groups can select); ber_flips: of the present
+  // write's (m_ber_mask), the bits the faults' groups hit now (counted as flipped, not as read).
+  std::uint16_t ber_draw(unsigned l, int v, std::uint64_t elem, std::uint32_t generation) const;
+  std::uint32_t ber_flips(unsigned bits, unsigned l, int v, std::uint64_t elem, bool high);
   // A cell's uniform draw (its retention time's quantile, or the seed of its bit errors), a pure
   // function of the fault seed and the cell's place in its array: which KV layer and half and
   // which element (or the activation arena's byte offset), and the bit. Not of the system's
@@ -195,6 +202,7 @@ class functional_run : public functional_hooks, public fn::memory_port {
   unsigned m_batch, m_kvh, m_heads, m_hd;
   std::uint64_t m_context, m_decode, m_seed;
   at_initiator m_port;
+  tlm::tlm_generic_payload m_dbg;  // the payload of debug()
   std::unique_ptr<fn::engine> m_engine;
   driver* m_drv = nullptr;
   memory_plan* m_plan = nullptr;
@@ -256,6 +264,11 @@ class functional_run : public functional_hooks, public fn::memory_port {
   refresh_control* m_kv_edram = nullptr;
   unsigned m_kv_on_chip = 0;
   std::vector<std::array<std::vector<kv_elem>, 2>> m_written;  // on-chip layers: K, V elements
+  // A fixed bit-error rate: per on-chip layer, K and V element, ber_draw() of its present write,
+  // drawn when it is written (the draws are a function of the cell and the write, so every read
+  // of that write flips the same bits), 2 bytes per element for the reads to look up.
+  std::vector<std::array<std::vector<std::uint16_t>, 2>> m_ber_mask;
+  unsigned m_ber_bits = 16;  // the stored word's bits: 16, or an integer format's code
   std::array<double, 4> m_bits_read{}, m_flipped{};
   double m_wall_s = 0;
   std::uint64_t m_logits_digest = 0xcbf29ce484222325ull;  // FNV-1a of every logit's bits

@@ -11,12 +11,34 @@
 #include "models/compute/kv_format/kv_format.h"
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 namespace kelle::fn {
 
-// x . W^T for an out x in int8 matrix: y[o] = scale[o] x sum_i q[o][i] x[i] (fp32).
-void matvec(const qmatrix& w, const float* x, float* y);
+// An out x in int8 matrix as the reference multiplies it: the weights as floats (exact), blocks
+// of `block` output rows interleaved by input (row o0 + j's weight of input i at
+// w[o0 * in + i * block + j], the last block padded with zero rows), so that matvec reads each
+// block's weights contiguously and keeps one accumulator per output row.
+struct packed_matrix {
+  static constexpr unsigned block = 16;
+  unsigned out = 0, in = 0;
+  std::vector<float> w, scale;
+};
+packed_matrix pack(const qmatrix& m);
+// The model's matrices packed (built once per model; the references of a run share it).
+struct packed_model {
+  struct layer {
+    packed_matrix wq, wk, wv, wo, gate, up, down;
+  };
+  std::vector<layer> layers;
+  packed_matrix classifier;
+};
+std::shared_ptr<const packed_model> pack(const quantised_model& m);
+
+// x . W^T for an out x in int8 matrix: y[o] = scale[o] x sum_i q[o][i] x[i] (fp32, summed in
+// the order of i).
+void matvec(const packed_matrix& w, const float* x, float* y);
 void rmsnorm(const float* x, const std::vector<float>& gamma, float eps, unsigned n, float* out);
 // Rotates the (even, odd) pairs of one head vector of `hd` elements to position `pos`.
 void rope(float* v, unsigned hd, std::uint64_t pos, float theta);
@@ -24,6 +46,8 @@ void rope(float* v, unsigned hd, std::uint64_t pos, float theta);
 class reference_model {
  public:
   explicit reference_model(const quantised_model& m);
+  // With the model's packed matrices (pack(m)), shared by the references of a run.
+  reference_model(const quantised_model& m, std::shared_ptr<const packed_model> packed);
 
   // The positions head (layer, kv_head) attends to for the token now at `pos` (ascending, all
   // <= pos), or nullptr for every position so far.
@@ -51,10 +75,20 @@ class reference_model {
 
  private:
   const quantised_model& m_m;
+  std::shared_ptr<const packed_model> m_p;
   std::uint64_t m_pos = 0;
   std::vector<std::vector<float>> m_k, m_v;  // per layer: position x kv_dim
   kv_format m_fmt;
   std::vector<float> m_kq, m_vq;  // the kept keys' and values' dequantised rows (formats that quantise)
+  std::vector<const float*> m_krows, m_vrows;  // scratch: the rows a head's attention reads
+  // quantise_kept's results, per (layer, kv head): each key group's dequantised rows for the
+  // kept positions `keys` it last had; each position's dequantised value row (keys[pos] != 0: done).
+  struct quantised_group {
+    std::vector<std::uint32_t> keys;
+    std::vector<float> rows;
+  };
+  std::vector<std::vector<quantised_group>> m_kgroups;
+  std::vector<quantised_group> m_vrow;
   // Fills m_kq and m_vq with the dequantised K and V rows of `keys` in (layer, kv head).
   void quantise_kept(unsigned layer, unsigned kvh, const std::vector<std::uint32_t>& keys);
   // Latent KV: layer `layer`'s attention of the token at `pos` (normed input xn) into att

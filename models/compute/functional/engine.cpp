@@ -1,6 +1,7 @@
 #include "models/compute/functional/engine.h"
 
 #include "models/compute/functional/half.h"
+#include "models/compute/functional/kernels.h"
 
 #include <algorithm>
 #include <cstring>
@@ -29,23 +30,30 @@ const operand_map* use(const desc* d, const operand_map desc::*m) {
 
 std::vector<float> engine::gather(const operand_map* map, std::size_t p, std::uint64_t base, std::uint64_t rows,
                                   std::uint64_t cols) {
-  std::vector<float> v(rows * cols, 0.0f);
-  std::vector<std::uint16_t> h;
+  std::vector<float> v;
+  gather(map, p, base, rows, cols, v);
+  return v;
+}
+
+void engine::gather(const operand_map* map, std::size_t p, std::uint64_t base, std::uint64_t rows, std::uint64_t cols,
+                    std::vector<float>& v) {
+  v.assign(rows * cols, 0.0f);
+  std::vector<std::uint16_t>& h = m_half;
   auto load = [&](std::uint64_t addr, std::size_t at, std::size_t n) {
-    h.resize(n);
+    if (h.size() < n) h.resize(n);
     m_mem.read(addr, h.data(), n * 2);
-    for (std::size_t i = 0; i < n; ++i) v[at + i] = from_half(h[i]);
+    float* o = &v[at];
+    for (std::size_t i = 0; i < n; ++i) o[i] = from_half(h[i]);
   };
   if (!map) {
     load(base, 0, rows * cols);
-    return v;
+    return;
   }
   if (p >= map->size()) throw std::logic_error("functional: operand map has too few products");
   for (const piece& pc : (*map)[p]) {
     if (pc.row >= rows || pc.col + pc.n > cols) throw std::logic_error("functional: piece outside its operand");
     load(pc.addr, std::size_t(pc.row) * cols + pc.col, pc.n);
   }
-  return v;
 }
 
 void engine::scatter(const operand_map* map, std::size_t p, std::uint64_t base, std::uint64_t rows,
@@ -117,25 +125,31 @@ void engine::gemm(const command& c, const desc* d, writes& w) {
   std::vector<float> scales(N, 1.0f);
   if (!b16 && d && d->scales) m_mem.read(d->scales, scales.data(), N * 4);
   if (!b16 && d && d->accumulate) throw std::logic_error("functional: an accumulating gemm needs a 16-bit B");
+  std::vector<float>&a = m_a, &b = m_b, &bt = m_bt, &out = m_out;
+  std::vector<std::int8_t>& q = m_q;
   for (std::uint64_t p = 0; p < B; ++p) {
-    std::vector<float> a;
     if (am) {
-      a = gather(am, p, 0, Mp, K);
+      gather(am, p, 0, Mp, K, a);
     } else {
-      a = gather(nullptr, p, c.addr_a + p * M * K * 2, M, K);
+      gather(nullptr, p, c.addr_a + p * M * K * 2, M, K, a);
       if (S) {
         const auto e = gather(nullptr, p, c.addr_d + p * S * K * 2, S, K);
         a.insert(a.end(), e.begin(), e.end());
       }
     }
-    // B as a K x N matrix (gemm_transposed: stored N x K).
-    std::vector<float> b;
+    // B as a K x N matrix (gemm_transposed: stored N x K, transposed here); int8 B as read.
     if (b16) {
-      b = tr ? gather(bm, p, c.addr_b + p * N * K * 2, N, K) : gather(bm, p, c.addr_b + p * K * N * 2, K, N);
+      if (tr) {
+        gather(bm, p, c.addr_b + p * N * K * 2, N, K, bt);
+        b.resize(K * N);
+        for (std::uint64_t n = 0; n < N; ++n)
+          for (std::uint64_t k = 0; k < K; ++k) b[k * N + n] = bt[n * K + k];
+      } else {
+        gather(bm, p, c.addr_b + p * K * N * 2, K, N, b);
+      }
     } else {
-      std::vector<std::int8_t> q(K * N);
+      q.resize(K * N);
       m_mem.read(c.addr_b + p * K * N, q.data(), K * N);
-      b.assign(q.begin(), q.end());
     }
     if (d && p < d->keep_a.size())  // the input rows also go where the description says
       for (const piece& pc : d->keep_a[p]) {
@@ -143,22 +157,23 @@ void engine::gemm(const command& c, const desc* d, writes& w) {
         w.emplace_back(pc.addr, std::vector<unsigned char>());
         put_half(w.back().second, a, std::size_t(pc.row) * K + pc.col, pc.n);
       }
-    std::vector<float> out = d && d->accumulate ? gather(cm, p, c.addr_c + p * Mp * N * 2, Mp, N)
-                                                : std::vector<float>(Mp * N, 0.0f);
+    if (d && d->accumulate)
+      gather(cm, p, c.addr_c + p * Mp * N * 2, Mp, N, out);
+    else
+      out.assign(Mp * N, 0.0f);
+    // Each output element sums its products in the order of k (a zero input, a masked
+    // probability, contributes nothing), a row's N elements side by side.
     for (std::uint64_t r = 0; r < Mp; ++r) {
       float* o = &out[r * N];
       for (std::uint64_t k = 0; k < K; ++k) {
         const float x = a[r * K + k];
         if (x == 0.0f) continue;  // a zero (masked) input contributes nothing
-        if (tr) {
-          for (std::uint64_t n = 0; n < N; ++n) o[n] += x * b[n * K + k];
-        } else {
-          const float* br = &b[k * N];
-          for (std::uint64_t n = 0; n < N; ++n) o[n] += x * br[n];
-        }
+        if (b16)
+          axpy(o, &b[k * N], x, N);
+        else
+          axpy(o, &q[k * N], x, N);
       }
-      if (!b16)
-        for (std::uint64_t n = 0; n < N; ++n) o[n] *= scales[n];
+      if (!b16) fn::scale(o, scales.data(), N);
     }
     scatter(cm, p, c.addr_c + p * Mp * N * 2, Mp, N, out, w);
   }

@@ -95,6 +95,9 @@ class engine : public functional_unit {
   // Gathers a rows x cols matrix of binary16 elements as floats.
   std::vector<float> gather(const operand_map* map, std::size_t product, std::uint64_t base, std::uint64_t rows,
                             std::uint64_t cols);
+  // The same into `v` (its storage reused).
+  void gather(const operand_map* map, std::size_t product, std::uint64_t base, std::uint64_t rows, std::uint64_t cols,
+              std::vector<float>& v);
   void scatter(const operand_map* map, std::size_t product, std::uint64_t base, std::uint64_t rows, std::uint64_t cols,
                const std::vector<float>& v, writes& w);
 
@@ -102,6 +105,10 @@ class engine : public functional_unit {
   std::map<std::uint32_t, std::shared_ptr<const desc>> m_desc;
   std::map<const compute_block*, std::map<std::uint32_t, writes>> m_pending;
   std::uint64_t m_commands = 0;
+  // Scratch of gemm and gather (kept between commands: no allocation per command once grown).
+  std::vector<float> m_a, m_b, m_bt, m_out;
+  std::vector<std::int8_t> m_q;
+  std::vector<std::uint16_t> m_half;
 };
 
 }  // namespace kelle::fn

@@ -5,8 +5,9 @@ them together, and the ratio each moves beside the study's and the paper's; the 
 trend (its Table 9: Kelle+eDRAM over Original+SRAM at batch 1, 4 and 16) as in the study, under
 the paper's numbers and with every cause together; with --whole, the whole main comparison
 (140 points) under the paper's numbers and with every cause together, its five claims beside the
-paper's. About 6 minutes on 2 cores; --whole adds two sweeps of the main study (about 12 minutes
-each).
+paper's. The batch-1 PG19 runs are the longest: 60 min in all on the shared 2-core machine while
+other builds loaded it (2026-12-07); --whole adds two sweeps of the main study (about 12 minutes
+each on 2 idle cores).
 
 Usage: scripts/what-if-main [--model M] [--tasks T,T] [--batches B,B,B] [--workers N]
                             [--whole] [--results DIR] [--out FILE.md] [--kelle-vp PATH]
@@ -90,6 +91,9 @@ CASES = [
 ]
 # The paper's Table 9: Kelle+eDRAM's energy efficiency over Original+SRAM by batch size.
 TABLE9 = {1: 1.71, 4: 2.23, 16: 6.67}
+# The main study's batch (every task's default, spec section 5): the batch trend takes these
+# points from the runs above instead of running them again.
+STUDY_BATCH = 16
 # (name, --whole's results folder, change)
 SETTINGS = [("as in the study", None, []), ("the paper's DRAM energy", "paper-dram", PAPER_DRAM),
             (TOGETHER_NAME, "together", TOGETHER)]
@@ -159,10 +163,13 @@ def main(argv):
         for _, s, over, xs, xo, _ in CASES:
             runs[(task, s, tuple(xs), None)] = None
             runs[(task, over, tuple(xo), None)] = None
+    def batch_key(s, change, b):
+        return (a.batch_task, s, tuple(change), None if b == STUDY_BATCH and a.batch_task in tasks else b)
+
     for b in batches:
         for _, _, change in SETTINGS:
             for s in ("kelle_edram", "original_sram"):
-                runs[(a.batch_task, s, tuple(change), b)] = None
+                runs[batch_key(s, change, b)] = None
     keys = list(runs)
 
     def one(i):
@@ -191,8 +198,7 @@ def main(argv):
         for b in batches:
             cells = []
             for _, _, change in SETTINGS:
-                cells += ratio_cells(runs[(a.batch_task, "kelle_edram", tuple(change), b)],
-                                     runs[(a.batch_task, "original_sram", tuple(change), b)])
+                cells += ratio_cells(runs[batch_key("kelle_edram", change, b)], runs[batch_key("original_sram", change, b)])
             paper = f"{TABLE9[b]:.2f}x" if b in TABLE9 else "-"
             rows.append(f"| {b} | " + " | ".join(cells) + f" | {paper} |")
         text += "\n".join(rows) + "\n"

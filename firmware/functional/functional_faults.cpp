@@ -78,7 +78,7 @@ void functional_run::connect_faults(const memory_plan& plan) {
   for (unsigned l = 0; l < m_written.size(); ++l)
     for (int v = 0; v < 2; ++v) m_written[l][v].assign(kv_region(l, v).bytes / 2, kv_elem{});
   if (m_fault == fault_mode::ber) {  // every element's draws before its first write (generation 0)
-    m_ber_bits = m_kv_fmt.grouped() ? m_kv_fmt.bits() : 16;
+    m_ber_bits = m_kv_fmt.quantises() ? m_kv_fmt.bits() : 16;
     m_ber_mask.resize(m_written.size());
     for (unsigned l = 0; l < m_written.size(); ++l)
       for (int v = 0; v < 2; ++v) {

@@ -99,12 +99,13 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
   m_port.socket.bind(p.interconnect().target_socket);
   m_engine = std::make_unique<fn::engine>(*this);
   for (compute_block* b : p.blocks()) b->set_functional(m_engine.get());
+  const auto packed = fn::pack(m_q);  // the weights as the references read them, once for all of them
   for (unsigned b = 0; b < batch; ++b) {
-    m_ref.push_back(std::make_unique<fn::reference_model>(m_q));
+    m_ref.push_back(std::make_unique<fn::reference_model>(m_q, packed));
     m_ref.back()->set_kv_format(m_kv_fmt);  // the reference quantises the kept KV as the cache does
     // An integer KV format: a second, full-precision reference measures what the format costs.
-    if (m_kv_fmt.quantises() && m_check_reference) m_ref_fp.push_back(std::make_unique<fn::reference_model>(m_q));
-    m_ref_full.push_back(std::make_unique<fn::reference_model>(m_q));  // every position, full precision
+    if (m_kv_fmt.quantises() && m_check_reference) m_ref_fp.push_back(std::make_unique<fn::reference_model>(m_q, packed));
+    m_ref_full.push_back(std::make_unique<fn::reference_model>(m_q, packed));  // every position, full precision
   }
   m_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
 }

@@ -128,13 +128,13 @@ class functional_run : public functional_hooks, public fn::memory_port {
     return m_slots[(std::size_t(l) * m_batch + b) * m_kvh + kvh];
   }
   std::uint64_t kv_addr(unsigned l, bool v, std::uint64_t slot, unsigned b, unsigned kvh) const;
-  // Where functional mode keeps layer l's K (or V) values: the plan's region, or with an integer
-  // KV format (whose region is sized in the format's bytes) a region of binary16 values in DRAM
+  // Where functional mode keeps layer l's K (or V) values: the plan's region, or with a KV format
+  // that quantises (whose region is sized in the format's bytes) a region of binary16 values in DRAM
   // that the reads quantise (functional_quantised.cpp).
   const region& kv_region(unsigned l, bool v) const { return v ? m_kv_data[l][1] : m_kv_data[l][0]; }
   void connect_quantised(memory_plan& plan);
-  // An integer KV format: the KV values read in [addr, addr + len) as the cache stores them
-  // (KIVI's group quantisation, dequantised), with the faults in the stored codes.
+  // A KV format that quantises (int8, int4, FP8): the KV values read in [addr, addr + len) as
+  // the cache stores them (the format's codes, dequantised), with the faults in the stored codes.
   void read_quantised(std::uint64_t addr, unsigned char* data, std::uint64_t len);
   // The scale and zero point of each channel of key group j (positions [jG, jG + G)) of a head.
   const std::vector<kv_format::group_params>& key_group(unsigned l, unsigned b, unsigned kvh, std::uint64_t j);
@@ -268,7 +268,7 @@ class functional_run : public functional_hooks, public fn::memory_port {
   // drawn when it is written (the draws are a function of the cell and the write, so every read
   // of that write flips the same bits), 2 bytes per element for the reads to look up.
   std::vector<std::array<std::vector<std::uint16_t>, 2>> m_ber_mask;
-  unsigned m_ber_bits = 16;  // the stored word's bits: 16, or an integer format's code
+  unsigned m_ber_bits = 16;  // the stored word's bits: 16, or the code of a format that quantises
   std::array<double, 4> m_bits_read{}, m_flipped{};
   double m_wall_s = 0;
   std::uint64_t m_logits_digest = 0xcbf29ce484222325ull;  // FNV-1a of every logit's bits

@@ -195,6 +195,8 @@ nlohmann::json first_order_estimate::evaluate(const std::shared_ptr<config>& cfg
   // half and half, each bit half at its own), the activations at the array's own.
   const auto& kvfig = d.mems[static_cast<std::size_t>(d.kvmem)].fig;
   const auto refresh = refresh_policies().create(rc.refresh_policy.name, pol);
+  // As the run does (llm_workload): a refresh policy that cannot lay out the format's fields refuses.
+  if (const std::string refusal = refresh->set_kv_format(d.m.kv); !refusal.empty()) pol.fail("kv_format", refusal);
   if (kvfig.refresh_J_per_bit > 0) {
     double rate = 0;
     for (bool high : {true, false})

@@ -494,7 +494,7 @@ struct loader {
       node.remove("include");
     }
     if (node["plugins"]) take_plugins(node, file, name);
-    if (overlay && stack.size() == 1 && node["system"] && node["system"].IsScalar())
+    if (overlay && node["system"] && node["system"].IsScalar())  // the overlay or a file it includes
       throw config_error(name + ":" + std::to_string(node["system"].Mark().line + 1) +
                          ": system: an overlay replaces keys of a scenario and names no system "
                          "(choose one with -p system=NAME)");

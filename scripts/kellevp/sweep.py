@@ -277,8 +277,17 @@ def main(argv):
                         list(qover.items()) + [(k, given[k]) for k in keys if k in given])
 
     def complete(folder):
-        return os.path.isfile(os.path.join(folder, "results.json")) and (
-            not quality or os.path.isfile(os.path.join(folder, "quality", "results.json")))
+        """A point is done when its results exist and were made with the same --overlay files (a
+        folder of a run without them, or with others, runs again)."""
+        rp = os.path.join(folder, "results.json")
+        if not os.path.isfile(rp) or (quality and not os.path.isfile(os.path.join(folder, "quality", "results.json"))):
+            return False
+        try:
+            with open(rp) as f:
+                made_with = json.load(f).get("scenario", {}).get("overlays", [])
+        except (OSError, ValueError):
+            return False
+        return made_with == overlays
 
     jobs = []
     for p, pid in zip(todo, ids):

@@ -177,3 +177,22 @@ def test_sweep_overlay_reaches_every_point(tmp_path, kelle_vp):
         r = json.load(open(out / f"system-{system}" / "results.json"))
         assert r["scenario"]["overlays"] == [str(over)]
         assert r["config"]["tech"]["lpddr4"]["read_energy_pJ_per_bit"] == 22.93
+
+
+def test_sweep_reruns_a_point_made_with_other_overlays(tmp_path, kelle_vp):
+    """A results folder made without an overlay is not taken as done by a sweep with one."""
+    from kellevp.sweep import main as sweep
+    from conftest import TINY
+    over = tmp_path / "o.yaml"
+    over.write_text("tech:\n  lpddr4:\n    read_energy_pJ_per_bit: 22.93\n")
+    study = tmp_path / "s.yaml"
+    study.write_text(f"name: s\nbase: {LLM_BASE}\noverrides:{TINY.replace('decode_len: 16', 'decode_len: 2')}\n"
+                     "axes:\n  system: [kelle_edram]\n")
+    out = tmp_path / "out"
+    common = [str(study), "--out", str(out), "--workers", "1", "--kelle-vp", kelle_vp]
+    assert sweep(common) == 0
+    import json
+    path = out / "system-kelle_edram" / "results.json"
+    assert json.load(open(path))["scenario"]["overlays"] == []
+    assert sweep(common + ["--overlay", str(over)]) == 0
+    assert json.load(open(path))["scenario"]["overlays"] == [str(over)]

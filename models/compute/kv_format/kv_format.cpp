@@ -97,6 +97,7 @@ std::uint32_t kv_format::command_bits() const {
 
 kv_format kv_format::from_command(std::uint32_t flags) {
   const unsigned code = (flags >> flag_kv_format_shift) & 0x7u;
+  if (code && !table().by_code[code]) refresh_table();  // no format looked up by name yet
   const kv_number_format* f = code ? table().by_code[code] : nullptr;
   if (!f) return {};
   kv_format_params p;

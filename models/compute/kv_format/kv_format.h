@@ -11,7 +11,8 @@
 //   - its refresh bit fields (a floating-point code's sign+exponent and mantissa, which SHIELD's
 //     banks split) and so where a stored bit sits for the fault model.
 // The formats, one file per family beside this one: float16.cpp (binary16, bfloat16, fixed16),
-// kivi.cpp (int8, int4 with KIVI's group scales). A new format is one class and one
+// kivi.cpp (int8, int4 with KIVI's group scales), fp8.cpp (OCP FP8 E4M3 and E5M2 with one
+// per-tensor scale). A new format is one class and one
 // KELLE_REGISTER(kv_formats(), ...) line in its own file.
 //
 // `kv_format` (below) is a run's format: a registered format with the scenario's parameters (the

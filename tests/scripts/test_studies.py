@@ -159,40 +159,45 @@ def test_overlay_options(tmp_path):
     assert "no such file" in e.value.message
 
 
-def test_sweep_overlay_reaches_every_point(tmp_path, kelle_vp):
-    """scripts/sweep --overlay: every point runs with it (results.json names it, the value it sets
-    is the run's), on the two-layer model."""
-    from kellevp.sweep import main as sweep
+@pytest.fixture
+def overlay_study(tmp_path):
+    """(overlay file, study file of the two-layer model at 2 decode steps on SYSTEMS) for --overlay."""
     from conftest import TINY
     over = tmp_path / "o.yaml"
     over.write_text("tech:\n  lpddr4:\n    read_energy_pJ_per_bit: 22.93\n")
-    study = tmp_path / "s.yaml"
-    study.write_text(f"name: s\nbase: {LLM_BASE}\noverrides:{TINY.replace('decode_len: 16', 'decode_len: 2')}\n"
-                     "axes:\n  system: [kelle_edram, original_sram]\n")
-    out = tmp_path / "out"
-    assert sweep([str(study), "--out", str(out), "--workers", "2", "--kelle-vp", kelle_vp,
-                  "--overlay", str(over)]) == 0
+
+    def study(systems):
+        path = tmp_path / "s.yaml"
+        path.write_text(f"name: s\nbase: {LLM_BASE}\noverrides:{TINY.replace('decode_len: 16', 'decode_len: 2')}\n"
+                        f"axes:\n  system: [{', '.join(systems)}]\n")
+        return str(path)
+    return str(over), study
+
+
+def test_sweep_overlay_reaches_every_point(tmp_path, kelle_vp, overlay_study):
+    """scripts/sweep --overlay: every point runs with it (results.json names it, the value it sets
+    is the run's), on the two-layer model."""
     import json
+    from kellevp.sweep import main as sweep
+    over, study = overlay_study
+    out = tmp_path / "out"
+    assert sweep([study(["kelle_edram", "original_sram"]), "--out", str(out), "--workers", "2", "--kelle-vp", kelle_vp,
+                  "--overlay", over]) == 0
     for system in ("kelle_edram", "original_sram"):
         r = json.load(open(out / f"system-{system}" / "results.json"))
-        assert r["scenario"]["overlays"] == [str(over)]
+        assert r["scenario"]["overlays"] == [over]
         assert r["config"]["tech"]["lpddr4"]["read_energy_pJ_per_bit"] == 22.93
 
 
-def test_sweep_reruns_a_point_made_with_other_overlays(tmp_path, kelle_vp):
+def test_sweep_reruns_a_point_made_with_other_overlays(tmp_path, kelle_vp, overlay_study):
     """A results folder made without an overlay is not taken as done by a sweep with one."""
-    from kellevp.sweep import main as sweep
-    from conftest import TINY
-    over = tmp_path / "o.yaml"
-    over.write_text("tech:\n  lpddr4:\n    read_energy_pJ_per_bit: 22.93\n")
-    study = tmp_path / "s.yaml"
-    study.write_text(f"name: s\nbase: {LLM_BASE}\noverrides:{TINY.replace('decode_len: 16', 'decode_len: 2')}\n"
-                     "axes:\n  system: [kelle_edram]\n")
-    out = tmp_path / "out"
-    common = [str(study), "--out", str(out), "--workers", "1", "--kelle-vp", kelle_vp]
-    assert sweep(common) == 0
     import json
+    from kellevp.sweep import main as sweep
+    over, study = overlay_study
+    out = tmp_path / "out"
+    common = [study(["kelle_edram"]), "--out", str(out), "--workers", "1", "--kelle-vp", kelle_vp]
+    assert sweep(common) == 0
     path = out / "system-kelle_edram" / "results.json"
     assert json.load(open(path))["scenario"]["overlays"] == []
-    assert sweep(common + ["--overlay", str(over)]) == 0
-    assert json.load(open(path))["scenario"]["overlays"] == [str(over)]
+    assert sweep(common + ["--overlay", over]) == 0
+    assert json.load(open(path))["scenario"]["overlays"] == [over]

@@ -474,12 +474,12 @@ void check_classes(const nlohmann::json& r) {
 }  // namespace
 
 TEST_CASE("traffic classes: each memory of the default scenario counts its bytes by class, adding up to its total",
-          "[llm][traffic][slow]") {
+          "[llm][traffic]") {
   check_classes(scenario("default.yaml", {}));
 }
 
 TEST_CASE("traffic classes: a Kelle+eDRAM point of the main study, sampled decode, bytes by class add up",
-          "[llm][traffic][slow]") {
+          "[llm][traffic]") {
   // main_quick's Kelle+eDRAM point, shorter: AERP evicts and 2DRP refreshes; decode sampled, so the
   // classes' counters are extrapolated with the totals.
   check_classes(scenario("studies/llm.yaml", {"system=kelle_edram", "workload.task=none", "workload.model=llama3.2-3b",

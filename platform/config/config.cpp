@@ -588,7 +588,6 @@ config config::load(const std::string& file, const std::vector<std::string>& ove
     c.m_root = merge(c.m_root, n);
     c.m_overlays.push_back(ov);
   }
-  l.overlay = false;
   c.use_plugins(l.plugins);
   for (const auto& o : rest) c.apply_override(o);
   return c;

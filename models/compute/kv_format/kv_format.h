@@ -106,7 +106,6 @@ class kv_format {
   std::string name() const { return type().name(); }
   // Whether this is the default format (binary16).
   bool is_default() const { return !m_type || name() == "binary16"; }
-  const kv_format_params& params() const { return m_p; }
   unsigned bits() const { return type().bits(); }
   // Elements per scale group stored with the rows (0: none).
   unsigned group() const { return type().group(m_p); }

@@ -1,6 +1,7 @@
 """The paper's accuracy experiments on the project's trained model (docs/quality.md).
 
-Usage: scripts/quality-study STUDY [--workers N] [--results DIR] [--out DIR | --docs] [--no-run] [--kelle-vp PATH]
+Usage: scripts/quality-study STUDY [--model kjv-llama|kjv-sinks] [--workers N] [--results DIR] [--out DIR | --docs]
+                             [--no-run] [--kelle-vp PATH]
 
 STUDY is one of
   budget    Table 3: quality against the KV budget N' (AERP, H2O, StreamingLLM, full cache)
@@ -17,7 +18,9 @@ STUDY is one of
 
 Each study is a study file, scenarios/studies/quality_STUDY.yaml, run by scripts/sweep (the
 points already done are skipped; --no-run only reads them) into --results (default
-results/quality_STUDY). The script then prints the study's table with the paper's numbers
+results/quality_STUDY). --model kjv-sinks runs it on the sink model (docs/trained-model.md, "The
+sink model") through the overlay scenarios/functional/sink-model.yaml: results into
+results/quality_STUDY-sinks, tables and plots named quality-STUDY-sinks. The script then prints the study's table with the paper's numbers
 beside it (Markdown), and writes the plot quality-STUDY.{png,svg} and the table
 quality-STUDY.md into --out (default results/quality-study/; --docs: docs/figures/, the figures
 docs/quality.md quotes, refreshed on purpose). Every figure comes from the runs'
@@ -37,6 +40,10 @@ from collections import defaultdict
 from . import ROOT
 from .cli import add_kelle_vp, entry, fail, output_folder, parser
 STUDIES = ["budget", "policies", "sinks", "refresh", "ber", "ber_seeds"]
+# The trained models: name -> (the overlay that puts it in the quality path's scenario, the suffix
+# of its results and figures). kjv-llama is the quality path's own (scenarios/functional/quality.yaml).
+MODELS = {"kjv-llama": (None, ""),
+          "kjv-sinks": (os.path.join(ROOT, "scenarios", "functional", "sink-model.yaml"), "-sinks")}
 
 # The paper's numbers (docs/quality.md; spec section 9): Llama2-7B.
 PAPER_TABLE3 = {  # N' -> (ARC-challenge, PIQA) accuracy, %
@@ -109,14 +116,22 @@ def g(v, digits=3):
     return f"{v:.{digits}g}" if abs(v) < 1 else f"{v:.2f}"
 
 
+class Dest:
+    """Where a study's figures go: the folder, the model's suffix of their names (MODELS) and the
+    model's name for their titles."""
+
+    def __init__(self, folder, suffix="", model="kjv-llama"):
+        self.folder, self.suffix, self.model = folder, suffix, model
+
+
 def save(fig, out, name, title=None):
-    """The figure, titled and laid out, as OUT/NAME.png and .svg."""
+    """The figure, titled and laid out, as OUT/NAME[suffix].png and .svg (out: a Dest)."""
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title + (f" ({out.model})" if out.suffix else ""))
     fig.tight_layout()
-    os.makedirs(out, exist_ok=True)
+    os.makedirs(out.folder, exist_ok=True)
     for ext in ("png", "svg"):
-        fig.savefig(os.path.join(out, f"{name}.{ext}"), dpi=110)
+        fig.savefig(os.path.join(out.folder, f"{name}{out.suffix}.{ext}"), dpi=110)
 
 
 def plt_module():
@@ -434,6 +449,8 @@ TABLES = {"budget": table_budget, "policies": table_policies, "sinks": table_sin
 def main(argv):
     ap = parser("quality-study", __doc__)
     ap.add_argument("study", choices=STUDIES + ["all"])
+    ap.add_argument("--model", choices=sorted(MODELS), default="kjv-llama",
+                    help="the trained model (default kjv-llama; kjv-sinks: the sink model)")
     ap.add_argument("--workers", type=int, default=2, help="runs at once (default 2)")
     ap.add_argument("--results", help="the sweep's results folder (default results/quality_STUDY)")
     ap.add_argument("--out", help="plots and tables (default results/quality-study/; --docs: docs/figures/)")
@@ -444,11 +461,13 @@ def main(argv):
     a.out = output_folder("quality-study", a.docs, a.out)
     if a.results and a.study == "all":
         ap.error("--results names one study's folder; give one study")
+    overlay, suffix = MODELS[a.model]
     def results(study, res):
         if not a.no_run:
             rc = subprocess.call([os.path.join(ROOT, "scripts", "sweep"),
                                   os.path.join(ROOT, "scenarios", "studies", f"quality_{study}.yaml"),
-                                  "--workers", str(a.workers), "--out", res, "--kelle-vp", a.kelle_vp])
+                                  "--workers", str(a.workers), "--out", res, "--kelle-vp", a.kelle_vp]
+                                 + (["--overlay", overlay] if overlay else []))
             if rc != 0:
                 fail(f"the sweep of quality_{study} failed (exit {rc}; its failed points are listed above)")
         path = os.path.join(res, "results.csv")
@@ -457,16 +476,17 @@ def main(argv):
         return load(path)
 
     for st in STUDIES if a.study == "all" else [a.study]:
-        res = a.results or os.path.join(ROOT, "results", f"quality_{st}")
+        res = a.results or os.path.join(ROOT, "results", f"quality_{st}{suffix}")
         rows = results(st, res)
+        dest = Dest(a.out, suffix, a.model)
         if st == "ber":  # the baseline: each format's fault-free run
-            md = table_ber(rows, a.out, results("ber_faultfree", res.rstrip("/") + "_faultfree"))
+            md = table_ber(rows, dest, results("ber_faultfree", res.rstrip("/") + "_faultfree"))
         else:
-            md = TABLES[st](rows, a.out)
+            md = TABLES[st](rows, dest)
         os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, f"quality-{st}.md"), "w") as f:
+        with open(os.path.join(a.out, f"quality-{st}{suffix}.md"), "w") as f:
             f.write("\n".join(md) + "\n")
         print("\n".join(md))
-        print(f"quality-study: wrote {a.out}/quality-{st}.png, .svg, .md")
+        print(f"quality-study: wrote {a.out}/quality-{st}{suffix}.png, .svg, .md")
     return 0
 

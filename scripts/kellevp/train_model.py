@@ -3,6 +3,7 @@ the format functional mode reads (docs/trained-model.md).
 
   scripts/train-model                              # into results/train-model/
   scripts/train-model --out scenarios/functional/trained   # the committed model, regenerated
+  scripts/train-model --size sinks --out scenarios/functional/trained-sinks   # the sink model (docs/trained-model.md)
   scripts/train-model --size small --out /tmp/m    # a seconds-long run of a tiny model (determinism check)
   scripts/train-model --threads 1                  # the thread count is part of what the result depends on
 
@@ -14,11 +15,16 @@ Steps, all deterministic from --seed (for a given --threads and the same Debian 
      the text is encoded exactly as the platform's encoder does (run.c's BPE: BOS, a dummy-prefix
      space, code points with byte fallback, merges of the best-scoring pair);
   3. a Llama-style decoder (RMSNorm, RoPE with interleaved (even, odd) pairs, grouped-query
-     attention, gated SiLU FFN, tied classifier) trained with AdamW on random windows of the
-     training tokens;
-  4. the held-out perplexity (teacher-forced, non-overlapping windows of the full context) beside a
-     unigram model's on the same tokens, for the weights as exported and as functional mode
-     quantises them (int8 per output channel);
+     attention, gated SiLU FFN, tied classifier) trained with AdamW on windows of the training
+     text: for `default` and `small`, windows at random offsets of the training tokens; for
+     `sinks` and `small-sinks`, documents: each window begins with BOS at a chapter's start, and
+     its text carries refrains (after each verse, with probability `refrain`, an earlier verse of
+     the same document again), so that the far context pays (docs/trained-model.md, "The sink
+     model");
+  4. the held-out perplexity (teacher-forced, non-overlapping windows of the full context, or the
+     held-out books' documents) beside a unigram model's on the same tokens, for the weights as
+     exported and as functional mode quantises them (int8 per output channel); for a documents
+     recipe also with a recent window of 64 keys, with and without 4 sink tokens;
   5. the files: <name>.safetensors (F16, Hugging Face Llama names, q/k rows in Hugging Face's
      half-split RoPE order), config.json, tokenizer.bin, training.json (the record: data, shapes,
      the figures; only its wall-time fields change from run to run) and the held-out text that
@@ -50,18 +56,35 @@ CHECK_BOOK = "Ruth"
 SPECIALS = (b"<unk>", b"<s>", b"</s>")  # llama2.c's ids 0, 1, 2; bytes are ids 3 .. 258
 BOS = 1
 
-# Model and training shapes. `default` is the committed model; `small` a seconds-long run.
+# Model and training shapes. `default` is the committed model (kjv-llama), `sinks` the committed
+# sink model (kjv-sinks); `small` and `small-sinks` seconds-long runs of each recipe.
 # Training runs in phases of (steps, batch, window): short windows first (attention's cost grows
 # with the window), then windows of the full context so that RoPE and attention learn every
 # position up to it. The learning rate follows one warm-up and cosine over all the steps.
+# `documents`: windows are documents beginning with BOS at a chapter's start (else random offsets
+# of the token stream); `refrain`: the probability that an earlier verse of the document follows
+# a verse again (0: the text as it is).
+_DEFAULT = dict(vocab=1024, dim=128, layers=4, heads=4, kv_heads=2, ffn=352, seq_len=1024,
+                phases=[(700, 8, 256), (150, 2, 1024)], lr=2e-3, min_lr=2e-4, warmup=50,
+                weight_decay=0.1, check_context=128, check_decode=32, documents=False, refrain=0.0,
+                name="kjv-llama")
+_SMALL = dict(vocab=320, dim=32, layers=2, heads=4, kv_heads=2, ffn=64, seq_len=128,
+              phases=[(12, 4, 32), (8, 2, 128)], lr=2e-3, min_lr=2e-4, warmup=5, weight_decay=0.1,
+              check_context=16, check_decode=8, documents=False, refrain=0.0, name="kjv-llama")
 SIZES = {
-    "default": dict(vocab=1024, dim=128, layers=4, heads=4, kv_heads=2, ffn=352, seq_len=1024,
-                    phases=[(700, 8, 256), (150, 2, 1024)], lr=2e-3, min_lr=2e-4, warmup=50,
-                    weight_decay=0.1, check_context=128, check_decode=32),
-    "small": dict(vocab=320, dim=32, layers=2, heads=4, kv_heads=2, ffn=64, seq_len=128,
-                  phases=[(12, 4, 32), (8, 2, 128)], lr=2e-3, min_lr=2e-4, warmup=5, weight_decay=0.1,
-                  check_context=16, check_decode=8),
+    "default": _DEFAULT,
+    "small": _SMALL,
+    # The same shape as `default`; 5.3 M tokens, in windows of 512 and 1024 tokens (the far
+    # context is what this model is for), a higher peak learning rate (large ones favour attention
+    # sinks: Gu et al., "When attention sink emerges in language models", ICLR 2025): 32 min on 2
+    # cores shared with a build (docs/trained-model.md, "The sink model").
+    "sinks": _DEFAULT | dict(phases=[(1500, 4, 512), (1100, 2, 1024)], lr=3e-3, min_lr=3e-4, warmup=100,
+                             documents=True, refrain=0.2, name="kjv-sinks"),
+    "small-sinks": _SMALL | dict(documents=True, refrain=0.1, name="kjv-sinks"),
 }
+# The recent window the sink model's far context is measured against (keys per head: the newest,
+# with and without 4 of them spent on the first positions).
+WINDOW_KEYS, WINDOW_SINKS = 64, 4
 ROPE_THETA = 10000.0
 NORM_EPS = 1e-5
 
@@ -70,6 +93,16 @@ NORM_EPS = 1e-5
 
 def read_bible():
     """[(book, text)] in canonical order, from Debian's `bible` program."""
+    return [(b, book_text(cs)) for b, cs in read_bible_verses()]
+
+
+def book_text(chapters):
+    """A book's text: its verses one a line, chapters separated by an empty line."""
+    return "\n\n".join("\n".join(v) for v in chapters) + "\n"
+
+
+def read_bible_verses():
+    """[(book, [[verse, ...] per chapter])] in canonical order, from Debian's `bible` program."""
     exe = shutil.which("bible")
     if not exe:
         fail("no `bible` program: install Debian's bible-kjv and bible-kjv-text (scripts/setup-deps --train)")
@@ -94,7 +127,7 @@ def read_bible():
     n = sum(len(v) for _, cs in books for v in cs)
     if len(books) != 66 or n != 31102:
         fail(f"bible: {len(books)} books and {n} verses (expected the KJV's 66 and 31102)")
-    return [(b, "\n\n".join("\n".join(v) for v in cs) + "\n") for b, cs in books]
+    return books
 
 
 # ---- the tokenizer -----------------------------------------------------------------------------
@@ -196,6 +229,69 @@ class Tokenizer:
                 f.write(p)
 
 
+# ---- documents (the sink model's text) ---------------------------------------------------------
+
+class Documents:
+    """Documents of verses: each begins with BOS at a chapter's start and runs on through the
+    following chapters (verses one a line, chapters separated by an empty line, as a book's text);
+    after each verse but the document's first, with probability `refrain`, one of the document's
+    earlier verses (uniformly drawn, never the verse just read) follows again: a refrain, the
+    long-range repetition a full cache can use and a recent window cannot. The tokens are the
+    platform's encoding of the document's text (BOS, the dummy-prefix space, run.c's BPE), built a
+    line at a time: a line's chunks never join a neighbour's (see CHUNK)."""
+
+    def __init__(self, tok, chapters, refrain):
+        self.tok, self.chapters, self.refrain = tok, chapters, refrain
+        self.lines = {}
+
+    def line(self, text, first):
+        key = (text, first)
+        t = self.lines.get(key)
+        if t is None:
+            t = [x for ch in CHUNK.findall((" " if first else "") + text + "\n") for x in self.tok.encode_chunk(ch)]
+            self.lines[key] = t
+        return t
+
+    def build(self, start, limit, rng, end=None):
+        """(text, tokens, next chapter) of the document from chapter `start`, up to `limit` tokens
+        (BOS included) or chapter `end`, refrains drawn from `rng` (a random.Random)."""
+        end = len(self.chapters) if end is None else end
+        lines, toks, seen, c = [], [BOS], [], start
+        while c < end and len(toks) < limit:
+            if c != start:
+                lines.append("")
+                toks += self.line("", False)
+            for v in self.chapters[c]:
+                lines.append(v)
+                toks += self.line(v, len(lines) == 1)
+                if seen and rng.random() < self.refrain:
+                    r = seen[rng.randrange(len(seen))]
+                    lines.append(r)
+                    toks += self.line(r, False)
+                seen.append(v)
+                if len(toks) >= limit:
+                    break
+            c += 1
+        return "".join(x + "\n" for x in lines), toks[:limit], c
+
+    def window(self, n, rng):
+        """A training window: n tokens of a document from a random chapter's start."""
+        while True:
+            _, t, _ = self.build(rng.randrange(len(self.chapters)), n, rng)
+            if len(t) == n:
+                return t
+
+    def cover(self, rng, limit, end):
+        """Documents of at most `limit` tokens that cover chapters 0 .. end - 1: each starts at the
+        chapter where the previous one was cut (or after the previous one's last)."""
+        out, c = [], 0
+        while c < end:
+            _, t, nxt = self.build(c, limit, rng, end)
+            out.append(t)
+            c = max(c + 1, nxt - 1 if len(t) == limit and nxt - 1 > c else nxt)
+        return out
+
+
 # ---- the model ---------------------------------------------------------------------------------
 
 def build_model(torch, c):
@@ -262,11 +358,12 @@ def build_model(torch, c):
                     std = 0.02 / math.sqrt(2 * c["layers"]) if name.endswith(("wo.weight", "down.weight")) else 0.02
                     nn.init.normal_(p, 0.0, std)
 
-        def forward(self, idx):
+        def forward(self, idx, mask=None):
+            """Logits; `mask` (additive, T x T or larger) replaces the causal mask."""
             T = idx.shape[1]
             x = self.embed(idx)
             for b in self.blocks:
-                x = b(x, self.cos[:T], self.sin[:T], self.mask)
+                x = b(x, self.cos[:T], self.sin[:T], self.mask if mask is None else mask)
             return self.norm(x) @ self.embed.weight.t()  # tied classifier
 
     return Model()
@@ -283,18 +380,29 @@ def quantise_int8(torch, model):
                 p.copy_(torch.clamp(torch.round(p / s), -127, 127) * s)
 
 
-def nll(torch, model, tokens, T):
+def nll(torch, model, tokens, T, docs=None, mask=None):
     """Summed negative log-likelihood and count of every next token over non-overlapping windows
-    of T predictions (the last, shorter window too)."""
+    of T predictions (the last, shorter window too), or over each of `docs` (token lists of at
+    most T + 1), with the causal mask or `mask`."""
     F = torch.nn.functional
     total, n = 0.0, 0
+    wins = docs if docs is not None else [tokens[i:i + T + 1] for i in range(0, len(tokens) - 1, T)]
     with torch.no_grad():
-        for i in range(0, len(tokens) - 1, T):
-            w = torch.tensor(tokens[i:i + T + 1])[None]
-            lg = model(w[:, :-1])
+        for d in wins:
+            w = torch.tensor(d)[None]
+            lg = model(w[:, :-1], mask)
             total += float(F.cross_entropy(lg[0].double(), w[0, 1:], reduction="sum"))
             n += w.shape[1] - 1
     return total, n
+
+
+def window_mask(torch, T, keys, sinks):
+    """The additive mask of a recent window: query t sees the newest keys - sinks positions up to
+    itself and the first `sinks` positions (StreamingLLM's cache of `keys` entries)."""
+    t = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    ok = (j <= t) & ((j < sinks) | (j > t - (keys - sinks)))
+    return torch.zeros(T, T).masked_fill(~ok, float("-inf"))
 
 
 # ---- the export --------------------------------------------------------------------------------
@@ -360,7 +468,7 @@ def main(argv):
     ap.add_argument("--size", default="default", choices=sorted(SIZES), help="model and training shape")
     ap.add_argument("--seed", type=int, default=31, help="seed of the initialisation and of the windows")
     ap.add_argument("--threads", type=int, default=2, help="PyTorch threads (default 2)")
-    ap.add_argument("--name", default="kjv-llama", help="weights file name without .safetensors")
+    ap.add_argument("--name", help="weights file name without .safetensors (default: the size's, kjv-llama or kjv-sinks)")
     a = ap.parse_args(argv)
     if a.threads < 1:
         fail("--threads", f"expected a whole number >= 1, got {a.threads}")
@@ -377,9 +485,11 @@ def main(argv):
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(a.seed)
     c = dict(SIZES[a.size])
+    a.name = a.name or c["name"]
     wall0 = time.monotonic()
 
-    books = read_bible()
+    verses = read_bible_verses()
+    books = [(b, book_text(cs)) for b, cs in verses]
     names = [b for b, _ in books]
     for b in HELD_OUT:
         if b not in names:
@@ -393,6 +503,17 @@ def main(argv):
         fail(f"the BPE ran out of pairs at {len(tok.pieces)} tokens (vocab {c['vocab']})")
     train = [t for text in train_texts for t in tok.encode(text)]
     held = [t for text in held_texts for t in tok.encode(text)]
+    T = c["seq_len"]
+    docs = held_docs = None
+    if c["documents"]:
+        import random
+        docs = Documents(tok, [ch for b, cs in verses if b not in HELD_OUT for ch in cs], c["refrain"])
+        # The held-out books' documents (their own refrains, from a seed of their own), each at most
+        # the context plus the token it predicts; every document's text as the platform encodes it.
+        hrng = random.Random(a.seed + 2)
+        held_docs = [d for b, cs in verses if b in HELD_OUT
+                     for d in Documents(tok, cs, c["refrain"]).cover(hrng, T + 1, len(cs))]
+        held = [t for d in held_docs for t in d]
     print(f"{PROG}: tokenizer of {c['vocab']} tokens; {len(train)} training tokens, {len(held)} held out "
           f"({time.monotonic() - wall0:.1f} s)", flush=True)
 
@@ -401,7 +522,9 @@ def main(argv):
     opt = torch.optim.AdamW(model.parameters(), lr=c["lr"], betas=(0.9, 0.95), weight_decay=c["weight_decay"])
     gen = torch.Generator().manual_seed(a.seed)
     data = torch.tensor(train)
-    T = c["seq_len"]
+    if docs is not None:
+        import random
+        drng = random.Random(a.seed)
     phases = c["phases"]
     steps = sum(p[0] for p in phases)
     tokens_seen = sum(n * b * t for n, b, t in phases)
@@ -419,10 +542,14 @@ def main(argv):
                 lr = c["min_lr"] + 0.5 * (c["lr"] - c["min_lr"]) * (1 + math.cos(math.pi * f))
             for g in opt.param_groups:
                 g["lr"] = lr
-            starts = torch.randint(0, len(train) - W - 1, (B,), generator=gen).tolist()
-            x = torch.stack([data[s:s + W] for s in starts])
-            y = torch.stack([data[s + 1:s + W + 1] for s in starts])
-            loss = torch.nn.functional.cross_entropy(model(x).view(-1, c["vocab"]), y.view(-1))
+            if docs is not None:  # documents from a chapter's start, BOS first
+                d = torch.tensor([docs.window(W + 1, drng) for _ in range(B)])
+                x, y = d[:, :-1], d[:, 1:]
+            else:
+                starts = torch.randint(0, len(train) - W - 1, (B,), generator=gen).tolist()
+                x = torch.stack([data[s:s + W] for s in starts])
+                y = torch.stack([data[s + 1:s + W + 1] for s in starts])
+            loss = torch.nn.functional.cross_entropy(model(x).view(-1, c["vocab"]), y.reshape(-1))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -447,22 +574,36 @@ def main(argv):
     def unigram_nll(tokens):
         return -sum(uni[t] for t in tokens)
 
-    f_nll, n = nll(torch, model, held, T)
+    f_nll, n = nll(torch, model, held, T, held_docs)
+    windowed = {}
+    if docs is not None:  # what the far context is worth: a recent window, without and with sinks
+        for sk in (0, WINDOW_SINKS):
+            w_nll_, _ = nll(torch, model, held, T, held_docs, window_mask(torch, T, WINDOW_KEYS, sk))
+            windowed[f"perplexity_window{WINDOW_KEYS}_sinks{sk}"] = math.exp(w_nll_ / n)
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, a.name + ".safetensors")
     write_safetensors(torch, model, c, path)
     quantise_int8(torch, model)
-    q_nll, _ = nll(torch, model, held, T)
-    u_nll = unigram_nll(held[1:1 + n])  # the same predicted tokens: every one but the first
+    q_nll, _ = nll(torch, model, held, T, held_docs)
+    # The same predicted tokens: every one but each window's (or document's) first.
+    u_nll = (unigram_nll(held[1:1 + n]) if held_docs is None
+             else sum(unigram_nll(d[1:]) for d in held_docs))
     # The functional check's window: the check book's tokens as the platform encodes its text;
     # the prefill predicts token C, each of D decode steps the next one.
     book = dict(books)[CHECK_BOOK]
+    text_file = CHECK_BOOK.lower().replace(" ", "-") + ".txt"
+    if docs is not None:  # the check book as one document with its refrains (a seed of its own)
+        import random
+        cs = dict(verses)[CHECK_BOOK]
+        book, bt, _ = Documents(tok, cs, c["refrain"]).build(0, 10 ** 9, random.Random(a.seed + 1))
+        if tok.encode(book) != bt:
+            fail(f"the {CHECK_BOOK} document's tokens differ from the platform encoder's on its text")
+        text_file = CHECK_BOOK.lower().replace(" ", "-") + "-refrains.txt"
     ids = tok.encode(book)
     C, D = c["check_context"], c["check_decode"]
     with torch.no_grad():
         lg = model(torch.tensor(ids[:C + D])[None])[0, C - 1:].double()
         w_nll = float(torch.nn.functional.cross_entropy(lg, torch.tensor(ids[C:C + D + 1]), reduction="sum"))
-    text_file = CHECK_BOOK.lower().replace(" ", "-") + ".txt"
     with open(os.path.join(a.out, text_file), "w") as f:
         f.write(book)
     with open(os.path.join(a.out, "config.json"), "w") as f:
@@ -472,7 +613,8 @@ def main(argv):
 
     wall = time.monotonic() - wall0
     record = {
-        "command": f"scripts/train-model --size {a.size} --seed {a.seed} --threads {a.threads}",
+        "command": f"scripts/train-model --size {a.size} --seed {a.seed} --threads {a.threads}"
+                   + (f" --name {a.name}" if a.name != c["name"] else ""),
         "data": {"source": "King James Version (1611), public domain; Debian bible-kjv-text via bible-kjv's "
                            "`bible -l100000 gen1:1-rev22:21`",
                  "text_sha256": hashlib.sha256("".join(t for _, t in books).encode()).hexdigest(),
@@ -481,13 +623,13 @@ def main(argv):
         "model": {"dim": c["dim"], "layers": c["layers"], "heads": c["heads"], "kv_heads": c["kv_heads"],
                   "ffn": c["ffn"], "vocab": c["vocab"], "context": T, "parameters": params,
                   "rope_theta": ROPE_THETA, "rms_norm_eps": NORM_EPS, "tied_classifier": True},
-        "training": {k: c[k] for k in ("phases", "lr", "min_lr", "warmup", "weight_decay")}
+        "training": {k: c[k] for k in ("phases", "lr", "min_lr", "warmup", "weight_decay", "documents", "refrain")}
                     | {"optimizer": "AdamW, betas (0.9, 0.95), gradient norm clipped at 1",
                        "seed": a.seed, "threads": a.threads, "tokens_seen": tokens_seen,
                        "final_loss": round(loss.item(), 6), "torch": torch.__version__},
-        "held_out": {"windows_of": T, "predicted_tokens": n,
+        "held_out": {"windows_of": T, "documents": len(held_docs) if held_docs else None, "predicted_tokens": n,
                      "perplexity": math.exp(f_nll / n), "perplexity_int8": math.exp(q_nll / n),
-                     "unigram_perplexity": math.exp(u_nll / n)},
+                     "unigram_perplexity": math.exp(u_nll / n)} | windowed,
         "functional_check": {"text": text_file, "context_len": C, "decode_len": D,
                              "tokens": ids[:C + D + 1], "perplexity_int8": math.exp(w_nll / (D + 1)),
                              "unigram_perplexity": math.exp(unigram_nll(ids[C:C + D + 1]) / (D + 1))},
@@ -498,6 +640,8 @@ def main(argv):
         json.dump(record, f, indent=1)
         f.write("\n")
     h = record["held_out"]
+    for k, v in windowed.items():
+        print(f"{PROG}: held-out {k.replace('_', ' ')}: {v:.2f} ({v / h['perplexity'] - 1:+.1%} over the full context)")
     print(f"{PROG}: held-out perplexity {h['perplexity']:.2f} (int8 {h['perplexity_int8']:.2f}), "
           f"unigram {h['unigram_perplexity']:.2f}, over {n} tokens; {wall:.0f} s in all ({train_s:.0f} s training, "
           f"{a.threads} threads); files in {a.out}")

@@ -240,15 +240,18 @@ TEST_CASE("functional: perplexity of a text through a llama2.c model and its tok
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("functional: the trained model matches the reference on held-out text, far below a unigram model",
-          "[functional]") {
-  // scenarios/functional/trained.yaml on the files scripts/train-model wrote, and its record of them.
+namespace {
+// scenarios/functional/trained.yaml (with `overlay`, another trained model in its place) on the
+// files scripts/train-model wrote into `folder`, and its record of them.
+void check_trained_model(const std::string& folder, const std::vector<std::string>& overlays) {
   const std::string dir = scenarios_dir() + "/functional";
-  std::ifstream in(dir + "/trained/training.json");
+  std::ifstream in(dir + "/" + folder + "/training.json");
   REQUIRE(in);
   const auto rec = nlohmann::json::parse(in);
   const auto& chk = rec["functional_check"];
-  const auto r = run_config([&] { return config::load(dir + "/trained.yaml", {"workload.progress=false"}); });
+  std::vector<std::string> ov;
+  for (const auto& o : overlays) ov.push_back(dir + "/" + o);
+  const auto r = run_config([&] { return config::load(dir + "/trained.yaml", {"workload.progress=false"}, ov); });
   matches_reference(r);
   const auto& q = r["quality"];
   INFO(q.dump() << "\n" << chk.dump());
@@ -265,6 +268,18 @@ TEST_CASE("functional: the trained model matches the reference on held-out text,
   CHECK(q["perplexity"].get<double>() < far_below * chk["unigram_perplexity"].get<double>());
   const auto& h = rec["held_out"];
   CHECK(h["perplexity_int8"].get<double>() < far_below * h["unigram_perplexity"].get<double>());
+}
+}  // namespace
+
+TEST_CASE("functional: the trained model matches the reference on held-out text, far below a unigram model",
+          "[functional]") {
+  check_trained_model("trained", {});
+}
+
+TEST_CASE("functional: the sink model matches the reference on held-out text, far below a unigram model",
+          "[functional]") {
+  // The second trained model (docs/trained-model.md, "The sink model") through its overlay.
+  check_trained_model("trained-sinks", {"sink-model.yaml"});
 }
 
 TEST_CASE("functional: no bit flips with a uniform 45 us refresh", "[functional]") {

@@ -28,7 +28,7 @@ platform::platform(config& cfg) : m_cfg(cfg) {
   // The top level's keys (the llm workload reads the last four): a misspelt one is named, with the
   // nearest of these, before a required key it leaves missing.
   root.declare({"name", "description", "seed", "sim", "tech", "system", "workload", "plugins", "scheduler", "mode",
-                "policy", "functional"});
+                "policy", "functional", "thermal"});
   const std::string stem =
       cfg.main_file().empty() ? "scenario" : std::filesystem::path(cfg.main_file()).stem().string();
   m_name = root.get_string("name", stem, "a name for the scenario");
@@ -43,6 +43,12 @@ platform::platform(config& cfg) : m_cfg(cfg) {
   const config_node tech = root.child("tech");
   tech.get_double("node_nm", 65, "technology node in nm", 1);
   tech.get_double("temperature_C", 105, "temperature the figures are given for, C");
+  // The die's temperature over the run (docs/models/thermal.md), before anything that reads it.
+  die_temperature::set_current(nullptr);
+  if (root.has("thermal")) {
+    m_thermal = std::make_unique<thermal_model>(root.child("thermal"), tech);
+    die_temperature::set_current(m_thermal.get());
+  }
 
   const config_node sys = root.child("system");
   m_system_name = sys.get_string("name", "custom", "name of the system");
@@ -111,7 +117,9 @@ platform::platform(config& cfg) : m_cfg(cfg) {
   cfg.check_all_used();
 }
 
-platform::~platform() = default;
+platform::~platform() {
+  if (die_temperature::current() == m_thermal.get()) die_temperature::set_current(nullptr);
+}
 
 memory_target* platform::memory(const std::string& name) {
   for (auto& m : m_memories)
@@ -155,6 +163,11 @@ void platform::run() {
   m_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   m_input_error = take_run_input_error();  // a process stopped the run (stop_run_for_input_error)
   if (!m_input_error.empty()) return;
+  if (m_thermal) {  // the die went beyond the retention law's validated range without `extrapolate`
+    m_thermal_results = m_thermal->results();
+    m_input_error = m_thermal->range_error();
+    if (!m_input_error.empty()) return;
+  }
   if (!m_workload->finished())
     throw std::runtime_error("the workload did not finish within sim.time_limit_s = " +
                              format_number(m_time_limit_s) + " s of simulated time");
@@ -281,6 +294,7 @@ nlohmann::json platform::results() const {
                     {"capacity_bytes", m->capacity_bytes()}});
   }
   r["address_map"] = amap;
+  if (m_thermal) r["thermal"] = m_thermal_results;
   m_workload->add_results(r);
   return r;
 }
@@ -306,6 +320,16 @@ std::string platform::report() const {
     o << buf;
   }
   o << "\n" << m_workload->report() << "\n";
+  if (m_thermal) {
+    const nlohmann::json& t = m_thermal_results;
+    o << "Thermal (" << t["model"].get<std::string>() << ")\n";
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "  die %.4g C at the end, %.4g to %.4g C (mean %.4g C); heat %s%s\n\n",
+                  t["final_C"].get<double>(), t["min_C"].get<double>(), t["max_C"].get<double>(),
+                  t["mean_C"].get<double>(), si(t["heat_J"].get<double>(), "J").c_str(),
+                  t["extrapolated"].get<bool>() ? "; EXTRAPOLATED beyond the retention law's validated range" : "");
+    o << buf;
+  }
 
   const auto parts = energy_parts();
   double total = 0;

@@ -76,6 +76,7 @@ platform::platform(config& cfg) : m_cfg(cfg) {
   // Compute blocks: a command port in the address map and an operand initiator each.
   const double clock_GHz = sys.get_double("clock_GHz", 1.0, "accelerator clock in GHz", 1e-3, 1e3);
   const config_node comp = sys.child_or_empty("compute");
+  std::vector<std::string> block_models;
   for (const auto& n : comp.keys()) {
     const config_node c = comp.child(n);
     if (!c.get_bool("enabled", true, "instantiate the block (false: the system without it)")) {
@@ -91,6 +92,7 @@ platform::platform(config& cfg) : m_cfg(cfg) {
       c.fail("base_addr", e.what());
     }
     m_blocks.push_back(std::move(blk));
+    block_models.push_back(model);
   }
 
   for (auto& b : m_blocks) b->connect(*this);
@@ -109,7 +111,12 @@ platform::platform(config& cfg) : m_cfg(cfg) {
       for (const auto& n : models) list += (list.empty() ? "" : ", ") + n;
       tech.fail(k, "no memory or compute model is named '" + k + "' (a tech section is a model's: " + list + ")");
     }
-    cfg.accept_unread(tech.key_path(k));
+    // A section of a model this system builds is validated where something read it; one of a
+    // model it does not build is spare, even when the thermal model read its retention law.
+    const bool built = std::find(m_memory_models.begin(), m_memory_models.end(), k) != m_memory_models.end() ||
+                       std::find(block_models.begin(), block_models.end(), k) != block_models.end();
+    if (built) cfg.accept_unread(tech.key_path(k));
+    else cfg.accept_subtree(tech.key_path(k));
   }
   // The system's firmware defaults (system.firmware) when no firmware runs (traffic, op); when
   // one does, it has read them and a key it did not read is a typo.

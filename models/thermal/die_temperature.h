@@ -14,6 +14,11 @@ class die_temperature {
   virtual double true_C() = 0;
   // The on-die sensor's reading now, C (what the refresh controller knows).
   virtual double sensed_C() = 0;
+  // Whether the DRAM derates its refresh with its temperature (JEDEC MR4; thermal.dram_derating),
+  // and that temperature now, C: the die's true temperature plus thermal.dram_offset_C (the
+  // DRAM is another die in the same package; docs/models/thermal.md, "The DRAM").
+  virtual bool dram_derating() const { return false; }
+  virtual double dram_C() { return true_C(); }
 
   // The process's die, or null (no thermal model: the technology's temperature).
   static die_temperature* current() { return s_current; }

@@ -67,6 +67,12 @@ thermal_model::thermal_model(const config_node& th, const config_node& tech) {
   m_sensor_period_s = s.get_double("period_us", 1000, "the on-die sensor's update period, us", 1e-3, 1e9) * 1e-6;
   m_resolution_C = s.get_double("resolution_C", 1.0, "the sensor's resolution (0: exact), C", 0, 50);
   m_offset_C = s.get_double("offset_C", 0.0, "the sensor's offset error (reading - true), C", -50, 50);
+  // The DRAM's refresh derating (JEDEC MR4) follows the DRAM die: opt-in, so a run with a thermal
+  // model and no `dram_derating` keeps the DRAM's <= 85 C refresh (today's figures).
+  m_dram_derating = th.get_bool("dram_derating", false,
+                                "the LPDDR4/LPDDR5 refresh derates with the DRAM's temperature (JEDEC MR4)");
+  m_dram_offset_C = th.get_double("dram_offset_C", 0.0,
+                                  "the DRAM die's temperature minus the accelerator die's, C (0: one package)", -100, 100);
   if (m_kind == kind::constant) m_T = m_ambient_C;
   if (m_kind == kind::trace) m_T = m_C.front();
   m_min_C = m_max_C = m_T;
@@ -258,6 +264,7 @@ nlohmann::json thermal_model::results() {
                                   {"offset_C", m_offset_C},
                                   {"last_reading_C", m_reading}}}};
   if (m_kind != kind::trace) j["ambient_C"] = m_ambient_C;
+  if (m_dram_derating) j["dram"] = {{"derating", true}, {"offset_C", m_dram_offset_C}};
   if (m_kind == kind::rc) {
     j["resistance_K_per_W"] = m_R;
     j["time_constant_s"] = m_tau;

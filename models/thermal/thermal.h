@@ -31,6 +31,8 @@ class thermal_model : public die_temperature {
 
   double true_C() override;
   double sensed_C() override;
+  bool dram_derating() const override { return m_dram_derating; }
+  double dram_C() override { return true_C() + m_dram_offset_C; }
 
   // The model's figures for results.json (`thermal`): brings the model up to the end of the run.
   nlohmann::json results();
@@ -72,6 +74,9 @@ class thermal_model : public die_temperature {
   // sensor
   double m_sensor_period_s = 1e-3, m_resolution_C = 0, m_offset_C = 0;
   double m_reading = 0, m_next_sample_s = -1;
+  // the DRAM die (LPDDR4/LPDDR5 refresh derating)
+  bool m_dram_derating = false;
+  double m_dram_offset_C = 0;  // DRAM die temperature - accelerator die temperature
 };
 
 }  // namespace kelle

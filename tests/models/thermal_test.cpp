@@ -4,6 +4,7 @@
 #include "models/memory/edram/retention.h"
 #include "models/thermal/thermal.h"
 #include "platform/stats/stats.h"
+#include "tests/support/dram_bench.h"
 #include "tests/support/llm_run.h"
 #include "vp/platform.h"
 
@@ -203,4 +204,102 @@ TEST_CASE("thermal: bad input is one line naming where and what was expected", "
   const nlohmann::json x = test::llm_run({"workload.model=llama2-7b", "workload.context_len=8", "workload.decode_len=1", "thermal.ambient_C=110",
                                           "thermal.extrapolate=true"});
   CHECK(x["thermal"]["extrapolated"].get<bool>());
+}
+
+namespace {
+
+// A sequential read stream of 16 MiB on 16 GiB of LPDDR4-4000 (or LPDDR5) with the scenario's
+// overrides (tests/support/dram_bench.h).
+// Each in a child process (one SystemC kernel per process).
+nlohmann::json dram_stream(const std::string& model, const std::vector<std::string>& overrides) {
+  const std::string yaml = test::dram_scenario(
+      "model: " + model + ", capacity_MiB: 16384" + (model == "lpddr4" ? ", data_rate_MTps: 4000" : ""),
+      "type: traffic, target: dram, burst_bytes: 4096, total_bytes: 16777216, outstanding: 16");
+  const std::string out = test::in_child_process([&] { return test::run_dram(yaml, overrides).dump(); });
+  if (out.rfind("error: ", 0) == 0) throw std::runtime_error(out);
+  return nlohmann::json::parse(out);
+}
+
+}  // namespace
+
+TEST_CASE("dram derating: without thermal.dram_derating, and at or below 85 C with it, the DRAM is today's",
+          "[thermal][dram]") {
+  const nlohmann::json plain = dram_stream("lpddr4", {});
+  const nlohmann::json hot_off = dram_stream("lpddr4", {"thermal.ambient_C=105"});
+  const nlohmann::json at85 = dram_stream("lpddr4", {"thermal.ambient_C=85", "thermal.dram_derating=true"});
+  CHECK(hot_off["stats"]["dram"] == plain["stats"]["dram"]);
+  CHECK(hot_off["energy_J"] == plain["energy_J"]);
+  for (const char* s : {"refreshes", "refresh_stalls", "read_bursts", "activations", "precharges"})
+    CHECK(test::dram_stat(at85, s) == test::dram_stat(plain, s));
+  CHECK(at85["energy_J"]["by_component"]["dram.refresh"] == plain["energy_J"]["by_component"]["dram.refresh"]);
+  CHECK(at85["sim_time_s"] == plain["sim_time_s"]);
+  CHECK(test::dram_stat(at85, "refresh_rate") == 1);
+  CHECK(test::dram_stat(at85, "refresh_rate_changes") == 0);
+}
+
+TEST_CASE("dram derating: above 85 C the DRAM refreshes twice as often, above 105 C four times (JESD209-4 MR4)",
+          "[thermal][dram]") {
+  for (const std::string model : {"lpddr4", "lpddr5"}) {
+    INFO(model);
+    const nlohmann::json plain = dram_stream(model, {});
+    // 95 C: 0.5x tREFI from the first access on.
+    const nlohmann::json r2 = dram_stream(model, {"thermal.ambient_C=95", "thermal.dram_derating=true"});
+    // The DRAM die 10 C above a 100 C accelerator die: 110 C, 0.25x tREFI.
+    const nlohmann::json r4 = dram_stream(
+        model, {"thermal.ambient_C=100", "thermal.dram_derating=true", "thermal.dram_offset_C=10"});
+    CHECK(test::dram_stat(r2, "refresh_rate") == 2);
+    CHECK(test::dram_stat(r4, "refresh_rate") == 4);
+    CHECK(r4["thermal"]["dram"]["offset_C"] == 10);
+    // Refreshes over the run: every channel's windows at the derated interval (the grid moves at
+    // the first access, time 0, so the count is the plain formula with tREFI / rate).
+    const double tREFI = model == "lpddr4" ? 3904e-9 : 3906e-9;
+    for (const auto& [r, rate] : {std::pair<const nlohmann::json&, int>{r2, 2}, {r4, 4}}) {
+      const double T = r["sim_time_s"].get<double>();
+      const double per_channel = T / (tREFI / rate);
+      CHECK(test::dram_stat(r, "refreshes") == Approx(8 * per_channel).margin(8 * 1.0));
+      // Energy: refreshes x the energy of one REFab, as at 1x (tRFC and the REFab's energy do not change).
+      CHECK(r["energy_J"]["by_component"]["dram.refresh"].get<double>() ==
+            Approx(test::dram_stat(r, "refreshes") * plain["energy_J"]["by_component"]["dram.refresh"].get<double>() /
+                   test::dram_stat(plain, "refreshes")));
+      // The stream's bandwidth: peak x (1 - (tRFC + tRCD + RL) / (tREFI / rate)), the same closed form.
+      CHECK(r["traffic"]["bandwidth_GBps"].get<double>() == Approx(r["expected_read_GBps"].get<double>()).epsilon(0.05));
+    }
+    CHECK(r2["expected_read_GBps"].get<double>() < plain["expected_read_GBps"].get<double>());
+    CHECK(r4["traffic"]["bandwidth_GBps"].get<double>() < r2["traffic"]["bandwidth_GBps"].get<double>());
+  }
+}
+
+TEST_CASE("dram derating: a die heating through 85 C switches the refresh rate once, at an MR4 read",
+          "[thermal][dram]") {
+  // 80 C until 100 us, 90 C from 110 us; the thermal model and the MR4 reads every 10 us.
+  const std::vector<std::string> o = {"thermal.model=trace", "thermal.trace=\"0:80, 0.0001:80, 0.00011:90\"",
+                                      "thermal.step_us=10", "thermal.dram_derating=true",
+                                      "system.memories.dram.mr4_poll_us=10"};
+  const nlohmann::json r = dram_stream("lpddr4", o);
+  const nlohmann::json cold = dram_stream("lpddr4", {"thermal.ambient_C=80", "thermal.dram_derating=true"});
+  const nlohmann::json hot = dram_stream("lpddr4", {"thermal.ambient_C=90", "thermal.dram_derating=true"});
+  CHECK(test::dram_stat(r, "refresh_rate_changes") == 1);
+  CHECK(test::dram_stat(r, "refresh_rate") == 2);
+  // The switch crosses 85 C between 100 and 110 us (linear: at 105 us), seen at the next read (<= 10 us
+  // later, and the next access): the refreshes are 1x windows up to then and 2x windows after.
+  const double T = r["sim_time_s"].get<double>(), tREFI = 3904e-9;
+  CHECK(T > 200e-6);
+  const double lo = 8 * (105e-6 / tREFI + (T - 125e-6) / (tREFI / 2)) - 16;
+  const double hi = 8 * (105e-6 / tREFI + (T - 105e-6) / (tREFI / 2)) + 16;
+  CHECK(test::dram_stat(r, "refreshes") >= lo);
+  CHECK(test::dram_stat(r, "refreshes") <= hi);
+  CHECK(test::dram_stat(r, "refreshes") > test::dram_stat(cold, "refreshes"));
+  CHECK(test::dram_stat(r, "refreshes") < test::dram_stat(hot, "refreshes"));
+}
+
+TEST_CASE("dram derating: a memspec whose quarter tREFI leaves no room for a burst is refused in one line",
+          "[thermal][dram][errors]") {
+  try {
+    dram_stream("lpddr4", {"thermal.ambient_C=95", "thermal.dram_derating=true", "system.memories.dram.tREFI_ns=1500"});
+    FAIL("no error");
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    CHECK_THAT(m, Catch::Contains("tREFI_ns") && Catch::Contains("thermal.dram_derating"));
+    CHECK(m.find('\n') == std::string::npos);
+  }
 }

@@ -28,7 +28,7 @@ platform::platform(config& cfg) : m_cfg(cfg) {
   // The top level's keys (the llm workload reads the last four): a misspelt one is named, with the
   // nearest of these, before a required key it leaves missing.
   root.declare({"name", "description", "seed", "sim", "tech", "system", "workload", "plugins", "scheduler", "mode",
-                "policy", "functional"});
+                "policy", "functional", "thermal"});
   const std::string stem =
       cfg.main_file().empty() ? "scenario" : std::filesystem::path(cfg.main_file()).stem().string();
   m_name = root.get_string("name", stem, "a name for the scenario");
@@ -43,6 +43,12 @@ platform::platform(config& cfg) : m_cfg(cfg) {
   const config_node tech = root.child("tech");
   tech.get_double("node_nm", 65, "technology node in nm", 1);
   tech.get_double("temperature_C", 105, "temperature the figures are given for, C");
+  // The die's temperature over the run (docs/models/thermal.md), before anything that reads it.
+  die_temperature::set_current(nullptr);
+  if (root.has("thermal")) {
+    m_thermal = std::make_unique<thermal_model>(root.child("thermal"), tech);
+    die_temperature::set_current(m_thermal.get());
+  }
 
   const config_node sys = root.child("system");
   m_system_name = sys.get_string("name", "custom", "name of the system");
@@ -70,6 +76,7 @@ platform::platform(config& cfg) : m_cfg(cfg) {
   // Compute blocks: a command port in the address map and an operand initiator each.
   const double clock_GHz = sys.get_double("clock_GHz", 1.0, "accelerator clock in GHz", 1e-3, 1e3);
   const config_node comp = sys.child_or_empty("compute");
+  std::vector<std::string> block_models;
   for (const auto& n : comp.keys()) {
     const config_node c = comp.child(n);
     if (!c.get_bool("enabled", true, "instantiate the block (false: the system without it)")) {
@@ -85,6 +92,7 @@ platform::platform(config& cfg) : m_cfg(cfg) {
       c.fail("base_addr", e.what());
     }
     m_blocks.push_back(std::move(blk));
+    block_models.push_back(model);
   }
 
   for (auto& b : m_blocks) b->connect(*this);
@@ -103,7 +111,12 @@ platform::platform(config& cfg) : m_cfg(cfg) {
       for (const auto& n : models) list += (list.empty() ? "" : ", ") + n;
       tech.fail(k, "no memory or compute model is named '" + k + "' (a tech section is a model's: " + list + ")");
     }
-    cfg.accept_unread(tech.key_path(k));
+    // A section of a model this system builds is validated where something read it; one of a
+    // model it does not build is spare, even when the thermal model read its retention law.
+    const bool built = std::find(m_memory_models.begin(), m_memory_models.end(), k) != m_memory_models.end() ||
+                       std::find(block_models.begin(), block_models.end(), k) != block_models.end();
+    if (built) cfg.accept_unread(tech.key_path(k));
+    else cfg.accept_subtree(tech.key_path(k));
   }
   // The system's firmware defaults (system.firmware) when no firmware runs (traffic, op); when
   // one does, it has read them and a key it did not read is a typo.
@@ -111,7 +124,9 @@ platform::platform(config& cfg) : m_cfg(cfg) {
   cfg.check_all_used();
 }
 
-platform::~platform() = default;
+platform::~platform() {
+  if (die_temperature::current() == m_thermal.get()) die_temperature::set_current(nullptr);
+}
 
 memory_target* platform::memory(const std::string& name) {
   for (auto& m : m_memories)
@@ -155,6 +170,11 @@ void platform::run() {
   m_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   m_input_error = take_run_input_error();  // a process stopped the run (stop_run_for_input_error)
   if (!m_input_error.empty()) return;
+  if (m_thermal) {  // the die went beyond the retention law's validated range without `extrapolate`
+    m_thermal_results = m_thermal->results();
+    m_input_error = m_thermal->range_error();
+    if (!m_input_error.empty()) return;
+  }
   if (!m_workload->finished())
     throw std::runtime_error("the workload did not finish within sim.time_limit_s = " +
                              format_number(m_time_limit_s) + " s of simulated time");
@@ -281,6 +301,7 @@ nlohmann::json platform::results() const {
                     {"capacity_bytes", m->capacity_bytes()}});
   }
   r["address_map"] = amap;
+  if (m_thermal) r["thermal"] = m_thermal_results;
   m_workload->add_results(r);
   return r;
 }
@@ -306,6 +327,16 @@ std::string platform::report() const {
     o << buf;
   }
   o << "\n" << m_workload->report() << "\n";
+  if (m_thermal) {
+    const nlohmann::json& t = m_thermal_results;
+    o << "Thermal (" << t["model"].get<std::string>() << ")\n";
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "  die %.4g C at the end, %.4g to %.4g C (mean %.4g C); heat %s%s\n\n",
+                  t["final_C"].get<double>(), t["min_C"].get<double>(), t["max_C"].get<double>(),
+                  t["mean_C"].get<double>(), si(t["heat_J"].get<double>(), "J").c_str(),
+                  t["extrapolated"].get<bool>() ? "; EXTRAPOLATED beyond the retention law's validated range" : "");
+    o << buf;
+  }
 
   const auto parts = energy_parts();
   double total = 0;

@@ -6,6 +6,7 @@
 #include "models/interconnect/router.h"
 #include "models/compute/compute_block.h"
 #include "models/memory/memory_target.h"
+#include "models/thermal/thermal.h"
 #include "platform/config/config.h"
 #include "platform/system/workload.h"
 
@@ -49,12 +50,14 @@ class platform : public platform_view {
   std::string m_system_name;
   std::uint64_t m_seed;
   double m_time_limit_s;
+  std::unique_ptr<thermal_model> m_thermal;  // the scenario's `thermal:` (null: the technology's temperature)
   std::unique_ptr<router> m_router;
   std::vector<std::unique_ptr<memory_target>> m_memories;
   std::vector<std::string> m_memory_models;
   std::vector<std::unique_ptr<compute_block>> m_blocks;
   std::unique_ptr<workload> m_workload;
   double m_wall_s = 0.0;
+  nlohmann::json m_thermal_results;  // the thermal model's figures at the end of the run
   std::string m_input_error;  // run() stopped by an input error (stop_run_for_input_error)
 };
 

@@ -115,10 +115,10 @@ void functional_run::inject_activations(std::uint64_t addr, unsigned char* data,
       const lifetime_rule::field_rule& rule = m_act_rule->rules()[f];
       double x;
       if (rule.budget_us > 0) {  // unrefreshed within the budget; past it, refreshed at every budget
-        const double B = rule.budget_us * 1e-6;
+        const double B = rule.budget_us * 1e-6 * m_act_rule->scale();
         x = m_exposure_interval || (stall_refresh && now - tw > B) ? B : now - tw;
       } else {
-        const double I = rule.interval_us > 0 ? rule.interval_us * 1e-6 : own;
+        const double I = rule.interval_us > 0 ? rule.interval_us * 1e-6 * m_act_rule->scale() : own;
         x = m_exposure_interval ? I : exposure(tw, now, I);
       }
       const std::uint64_t cell = act_cell(a - r.addr, bit);
@@ -171,6 +171,12 @@ std::uint32_t functional_run::flip(std::uint32_t word, unsigned bits, unsigned l
   if (m_fault == fault_mode::ber) return flip_ber(word, bits, l, v, elem, high);
   const retention_model& ret = m_kv_edram->retention();
   const kv_elem& el = m_written[l][v][elem];
+  // Bits leak at the die's true temperature of the moment: a new temperature, new probabilities.
+  if (const double T = ret.temperature_C(); T != m_fail_cache_C) {
+    m_fail_cache_C = T;
+    for (auto& g : m_fail_cache)
+      for (auto& e : g) e = {-1.0, 0.0};
+  }
   std::uint32_t val = word;
   for (unsigned bit = 0; bit < bits; ++bit) {
     // The upper half of the word's bits is in the MSB banks (a 16-bit word's bits 15-8, an 8-bit

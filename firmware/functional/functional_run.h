@@ -141,6 +141,7 @@ class functional_run : public functional_hooks, public fn::memory_port {
   // flip()'s last (exposure, failure probability) per (high-score group, bit); zero-initialised,
   // which is right as it stands: no cell has failed after no exposure.
   std::array<std::array<std::pair<double, double>, 16>, 2> m_fail_cache{};
+  double m_fail_cache_C = -1e300;  // the temperature m_fail_cache holds probabilities for
   // Flips the faulty bits of a stored word of `bits` bits (a 16-bit format's word or an integer
   // code) of element `elem` of on-chip layer l's K (v = 0) or V; counts them by group.
   std::uint32_t flip(std::uint32_t word, unsigned bits, unsigned l, int v, std::uint64_t elem, bool high,

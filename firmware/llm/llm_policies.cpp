@@ -62,7 +62,10 @@ void llm_workload::begin_decode_step(pass_info& p, unsigned s) {
 }
 
 void llm_workload::decode_step_policy(pass_info& p) {
-  if (!m_policy) return;
+  if (!m_policy) {
+    if (m_refresh->temperature_aware()) apply_refresh();  // the sensor moved: new intervals
+    return;
+  }
   m_policy->decode();  // the new token arrives; heads evict, x tokens are decided
   apply_policy(p);
   apply_refresh();     // the score groups changed

@@ -30,6 +30,10 @@ void llm_workload::add_refresh_fields(nlohmann::json& out) const {
     for (std::size_t i = 0; i < f.size(); ++i) by[m_refresh->kv_fields().fields()[i].name] = f[i];
   }
   out["expected_failed_bits_by_field"] = by;
+  if (m_refresh->temperature_aware())  // the intervals as last applied: x scale at the reading
+    out["temperature_aware"] = {{"guard_band_C", m_refresh->guard_band_C()},
+                                {"sensed_C", m_refresh->sensed_C()},
+                                {"interval_scale", m_refresh->temperature_scale()}};
   const lifetime_rule* t = m_refresh->transient();
   if (!t) return;
   const lifetime_rule::figures all = t->totals();  // counters: passes and layers not simulated included

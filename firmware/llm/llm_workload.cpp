@@ -140,6 +140,14 @@ llm_workload::llm_workload(const sc_core::sc_module_name& name, const workload_a
   // exponent against their mantissa), or says why it cannot.
   const std::string refusal = m_refresh->set_kv_format(m_model.kv);
   if (!refusal.empty()) pol.fail("kv_format", refusal);
+  // Temperature-aware refresh: the policy's intervals follow the on-die sensor (docs/models/thermal.md).
+  if (pol.get_bool("temperature_aware", false,
+                   "scale the refresh intervals with the on-die sensor's temperature (uniform, 2drp, shield)")) {
+    if (refresh_name == "none")
+      pol.fail("temperature_aware", "policy.refresh none leaves the array's own interval: choose uniform, 2drp or shield");
+    m_refresh->set_temperature_aware(
+        true, pol.get_double("guard_band_C", 5.0, "added to the sensed temperature before scaling the intervals, C", 0, 50));
+  }
   if (m_refresh->needs_groups() && !m_policy)
     pol.fail("refresh", refresh_name + " needs the high/low-score groups of a KV policy that scores tokens "
                                        "(policy.kv: aep, aerp, streaming or h2o; this scenario has full)");

@@ -29,7 +29,7 @@ class two_d : public refresh_policy {
   }
   std::string name() const override { return "2drp"; }
   double interval_s(bool high, bool msb) const override {
-    return 1e-6 * (high ? (msb ? m_hst_msb : m_hst_lsb) : (msb ? m_lst_msb : m_lst_lsb));
+    return 1e-6 * m_scale * (high ? (msb ? m_hst_msb : m_hst_lsb) : (msb ? m_lst_msb : m_lst_lsb));
   }
   bool needs_groups() const override { return true; }
   void apply(refresh_control& e, std::uint64_t addr, std::uint64_t bytes, const kv_layer_report* r) override {

@@ -43,7 +43,7 @@ void lifetime_rule::placed(refresh_control& e, std::uint64_t addr, std::uint64_t
       e.set_unrefreshed(addr + b, n);
     else
       e.set_refresh_interval(addr + b, n,
-                             r.interval_us > 0 ? sc_core::sc_time(r.interval_us, sc_core::SC_US)
+                             r.interval_us > 0 ? sc_core::sc_time(r.interval_us * m_scale, sc_core::SC_US)
                                                : e.default_refresh_interval());
   }
 }
@@ -54,7 +54,7 @@ void lifetime_rule::released(refresh_control& e, std::uint64_t bytes, double lif
   for (std::size_t f = 0; f < m_fields.size(); ++f) {
     const double n = double(m_fields.begin(bytes, f + 1) - m_fields.begin(bytes, f));
     *m_field[f].bits += n * 8;
-    const double B = m_rules[f].budget_us * 1e-6;
+    const double B = m_rules[f].budget_us * 1e-6 * m_scale;
     if (B <= 0 || n == 0) continue;
     aware = true;
     if (lifetime_s <= B) {

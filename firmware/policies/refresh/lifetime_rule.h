@@ -48,6 +48,9 @@ class lifetime_rule {
   // Its last consumer completed `lifetime_s` after its producer did; before the array releases it.
   void released(refresh_control& e, std::uint64_t bytes, double lifetime_s);
 
+  // Temperature-aware refresh: intervals and budgets x `s` from now on (1: as given).
+  void set_scale(double s) { m_scale = s; }
+  double scale() const { return m_scale; }
   const field_map& fields() const { return m_fields; }
   const std::vector<field_rule>& rules() const { return m_rules; }
   stall_action stall() const { return m_stall; }
@@ -57,6 +60,7 @@ class lifetime_rule {
   field_map m_fields;
   std::vector<field_rule> m_rules;
   stall_action m_stall;
+  double m_scale = 1.0;
   stat_group m_stats;
   struct field_counters {
     stat* bits;

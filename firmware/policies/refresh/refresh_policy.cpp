@@ -1,6 +1,7 @@
 #include "firmware/policies/refresh/refresh_policy.h"
 
 #include "models/memory/refresh_control.h"
+#include "models/thermal/die_temperature.h"
 
 #include <algorithm>
 
@@ -31,14 +32,25 @@ void refresh_policy::record(std::uint64_t addr, std::vector<range> r) {
   m_ranges.emplace_back(addr, std::move(r));
 }
 
+double refresh_policy::scale_for(const refresh_control& e) {
+  if (!m_temperature_aware) return 1.0;
+  const retention_model& m = e.retention();
+  die_temperature* d = die_temperature::current();
+  m_sensed_C = d ? d->sensed_C() : m.law().reference_C;
+  m_scale = m.retention_factor(m_sensed_C + m_guard_C);
+  if (m_transient) m_transient->set_scale(m_scale);
+  return m_scale;
+}
+
 void refresh_policy::apply_fields(refresh_control& e, std::uint64_t addr, std::uint64_t bytes, double high,
                                   const std::vector<double>& high_us, const std::vector<double>& low_us) {
   std::vector<range> ranges;
+  const double s = scale_for(e);
   for (std::size_t f = 0; f < m_kv_fields.size(); ++f) {
     const std::uint64_t b = m_kv_fields.begin(bytes, f), n = m_kv_fields.begin(bytes, f + 1) - b;
     const std::uint64_t hi = static_cast<std::uint64_t>(high * double(n));
     const std::uint64_t parts[2][2] = {{addr + b, hi}, {addr + b + hi, n - hi}};
-    const double interval[2] = {high_us[f], low_us[f]};
+    const double interval[2] = {high_us[f] * s, low_us[f] * s};
     for (int i = 0; i < 2; ++i) {
       if (parts[i][1] == 0) continue;
       e.set_refresh_interval(parts[i][0], parts[i][1], us(interval[i]));

@@ -69,6 +69,20 @@ class refresh_policy {
   double expected_failed_bits(const retention_model& m) const;
   std::vector<double> expected_failed_bits_by_field(const retention_model& m) const;
 
+  // Temperature-aware refresh (policy.temperature_aware): every apply() scales the policy's
+  // intervals (and the lifetime rule's budgets) by how much longer the cells retain at the on-die
+  // sensor's reading plus `guard_C` than at the technology's temperature (the retention model's
+  // factor: 1 at the anchor; below 1 above it). Off: the intervals as given.
+  void set_temperature_aware(bool on, double guard_C) {
+    m_temperature_aware = on;
+    m_guard_C = guard_C;
+  }
+  bool temperature_aware() const { return m_temperature_aware; }
+  double guard_band_C() const { return m_guard_C; }
+  // The scale of the last apply() (1 when not temperature-aware) and the reading it used.
+  double temperature_scale() const { return m_scale; }
+  double sensed_C() const { return m_sensed_C; }
+
   // Transient data (activation buffers) under the lifetime rule; null when the policy leaves
   // them at the array's own interval.
   lifetime_rule* transient() { return m_transient.get(); }
@@ -90,11 +104,18 @@ class refresh_policy {
   // the ranges.
   void apply_fields(refresh_control& e, std::uint64_t addr, std::uint64_t bytes, double high,
                     const std::vector<double>& high_us, const std::vector<double>& low_us);
+  // The scale of the intervals for `e`'s cells now (temperature-aware refresh; else 1): call at the
+  // start of apply(). Sets temperature_scale() and the lifetime rule's.
+  double scale_for(const refresh_control& e);
   // An interval given in microseconds, as the policies' keys are.
   static sc_core::sc_time us(double v) { return sc_core::sc_time(v, sc_core::SC_US); }
 
   field_map m_kv_fields;
   std::unique_ptr<lifetime_rule> m_transient;
+  bool m_temperature_aware = false;
+  double m_guard_C = 0;
+  double m_scale = 1.0;
+  double m_sensed_C = 0;
 };
 
 using refresh_registry = registry<refresh_policy, const config_node&>;

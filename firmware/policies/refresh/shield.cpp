@@ -27,9 +27,9 @@ class shield : public refresh_policy {
         stall == "refresh" ? lifetime_rule::stall_action::refresh : lifetime_rule::stall_action::count);
   }
   std::string name() const override { return "shield"; }
-  double interval_s(bool, bool msb) const override { return 1e-6 * (msb ? m_sign_exp : m_mantissa); }
+  double interval_s(bool, bool msb) const override { return 1e-6 * m_scale * (msb ? m_sign_exp : m_mantissa); }
   double bit_interval_s(bool, unsigned bit) const override {
-    return 1e-6 * (m_kv_fields.field_of(bit) == 0 ? m_sign_exp : m_mantissa);
+    return 1e-6 * m_scale * (m_kv_fields.field_of(bit) == 0 ? m_sign_exp : m_mantissa);
   }
   void apply(refresh_control& e, std::uint64_t addr, std::uint64_t bytes, const kv_layer_report*) override {
     apply_fields(e, addr, bytes, 1.0, {m_sign_exp, m_mantissa}, {m_sign_exp, m_mantissa});

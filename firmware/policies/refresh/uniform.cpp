@@ -11,10 +11,11 @@ class uniform : public refresh_policy {
   explicit uniform(const config_node& c)
       : m_us(c.get_double("refresh_interval_us", 45.0, "refresh interval of all KV data, us", 1e-3)) {}
   std::string name() const override { return "uniform"; }
-  double interval_s(bool, bool) const override { return m_us * 1e-6; }
+  double interval_s(bool, bool) const override { return m_us * m_scale * 1e-6; }
   void apply(refresh_control& e, std::uint64_t addr, std::uint64_t bytes, const kv_layer_report*) override {
-    e.set_refresh_interval(addr, bytes, us(m_us));
-    record(addr, {{double(bytes) * 8, m_us * 1e-6, all_fields}});
+    const double v = m_us * scale_for(e);
+    e.set_refresh_interval(addr, bytes, us(v));
+    record(addr, {{double(bytes) * 8, v * 1e-6, all_fields}});
   }
 
  private:

@@ -1,5 +1,6 @@
 #include "models/memory/edram/edram.h"
 
+#include "models/thermal/die_temperature.h"
 #include "platform/trace/timeline.h"
 
 #include <cmath>
@@ -8,7 +9,8 @@ namespace kelle {
 
 edram::edram(const sc_core::sc_module_name& name, const memory_args& a)
     : banked_array(name, a, "edram"),
-      m_retention(retention_model::from_tech(a.tech.child("edram"))),
+      m_retention(retention_model::from_tech(
+          a.tech.child("edram"), a.tech.get_double("temperature_C", 105, "temperature the figures are given for, C"))),
       m_expected_read_errors(m_stats.counter(
           "expected_bit_errors_read", "bits",
           "sum over reads of live bits x P(fail | time since the last refresh tick)")),
@@ -59,11 +61,16 @@ edram::edram(const sc_core::sc_module_name& name, const memory_args& a)
   m_stats.formula("retention_failure_rate", "fraction",
                   "average over refreshed stored bit-time of P(fail | refresh interval)", [this] {
                     advance(sc_core::sc_time_stamp());
+                    // With a thermal model each stretch of stored bit-time fails at the die's
+                    // temperature of its moment (failed_bit_s); at the anchor all along (or
+                    // without one), the calibrated figure as before.
+                    const bool varying = m_temperature_moved;
                     double w = 0, p = 0;
                     for (const auto& c : m_intervals) {
                       if (c.period == sc_core::SC_ZERO_TIME) continue;  // the lifetime rule's
                       w += c.live_bit_s;
-                      p += c.live_bit_s * m_retention.failure_probability(c.period.to_seconds());
+                      p += varying ? c.failed_bit_s
+                                   : c.live_bit_s * m_retention.failure_probability(c.period.to_seconds());
                     }
                     return w > 0 ? p / w : 0.0;
                   });
@@ -79,13 +86,24 @@ unsigned edram::interval_index(const sc_core::sc_time& period) {
 void edram::advance(const sc_core::sc_time& now) {
   if (now <= m_accounted_until) return;
   const double t0 = m_accounted_until.to_seconds(), t1 = now.to_seconds();
+  const bool thermal = die_temperature::current() != nullptr;
+  const double T = thermal ? m_retention.temperature_C() : 0.0;
+  if (thermal && T != m_retention.law().reference_C) m_temperature_moved = true;
   for (auto& c : m_intervals) {
     if (c.live_bytes == 0) continue;
     if (const sc_core::sc_time::value_type p = c.period.value()) {
       const double ticks = static_cast<double>(now.value() / p - m_accounted_until.value() / p);
       c.refreshed_bytes += static_cast<double>(c.live_bytes) * ticks;
     }
-    c.live_bit_s += static_cast<double>(c.live_bytes) * 8 * (t1 - t0);
+    const double bit_s = static_cast<double>(c.live_bytes) * 8 * (t1 - t0);
+    c.live_bit_s += bit_s;
+    if (thermal && c.period > sc_core::SC_ZERO_TIME) {
+      if (c.failure_at_C != T) {  // the temperature moves once per thermal update at most
+        c.failure_at_C = T;
+        c.failure = m_retention.failure_probability_at(c.period.to_seconds(), T);
+      }
+      c.failed_bit_s += bit_s * c.failure;
+    }
   }
   m_accounted_until = now;
 }

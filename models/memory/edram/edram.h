@@ -78,6 +78,11 @@ class edram : public banked_array, public refresh_control {
     std::uint64_t live_bytes = 0;
     double refreshed_bytes = 0;  // bytes refreshed so far
     double live_bit_s = 0;       // integral of live bits over time
+    // With a thermal model: the integral of live bits x P(fail | period, the die's temperature
+    // then), and P at the temperature it was last computed for.
+    double failed_bit_s = 0;
+    double failure_at_C = -1e300;
+    double failure = 0;
   };
 
   unsigned interval_index(const sc_core::sc_time& period);
@@ -99,6 +104,7 @@ class edram : public banked_array, public refresh_control {
   double m_row_bytes;
   bool m_scope_all;
   std::vector<interval_class> m_intervals;       // [0] is the default interval
+  bool m_temperature_moved = false;  // the die left the anchor temperature at some accounting (thermal model)
   std::map<std::uint64_t, segment> m_segments;   // covers [0, capacity) without gaps
   sc_core::sc_time m_accounted_until;
   stat& m_expected_read_errors;

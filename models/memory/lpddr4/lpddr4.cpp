@@ -2,6 +2,7 @@
 #include "models/memory/lpddr4/lpddr4.h"
 
 #include "models/memory/lpddr4/memspec_file.h"
+#include "platform/trace/timeline.h"
 
 #include <algorithm>
 #include <cmath>
@@ -135,7 +136,6 @@ lpddr4::lpddr4(const sc_core::sc_module_name& name, const memory_args& a, const 
                            format_number(sc_core::sc_time::from_value(gap).to_seconds() * 1e9) + " ns)");
 
   // Energy figures of the technology description, tech.lpddr4.
-  spec.check_all_used();
   const config_node tech = a.tech.child(kind.tech_section);
   const double ref_B = tech.require_double("reference_capacity_MiB",
                                            "capacity of the device the figures are given for, MiB", 1e-9) *
@@ -159,6 +159,39 @@ lpddr4::lpddr4(const sc_core::sc_module_name& name, const memory_args& a, const 
   for (unsigned c = 0; c < m_channels; ++c)
     for (unsigned b = 0; b < m_banks; ++b)
       m_bank[static_cast<std::size_t>(c) * m_banks + b].next_refresh = ticks(bank_refresh_phase(c, b));
+  if (m_per_bank)
+    for (const bank_state& bk : m_bank) m_epoch_phase.push_back(bk.next_refresh);
+  else
+    for (const channel_state& ch : m_ch) m_epoch_phase.push_back(ch.next_refresh);
+  m_epoch_done.assign(m_epoch_phase.size(), 0);
+
+  // Refresh derating with temperature. JESD209-4 (LPDDR4, 2014) MR4 OP[2:0] tells the controller
+  // the refresh rate the device needs: 011b 1x tREFI (the memspec's, case temperature <= 85 C),
+  // 100b 0.5x, 101b/110b 0.25x (110b with the AC timings derated), 111b above the operating
+  // limit; JESD209-5 (LPDDR5) MR4 has the same 1x / 0.5x / 0.25x steps (and 0.125x, beyond
+  // them; a controller that supports "1x, 0.5x, 0.25x and 0.125x" and reads MR4 to set them: AMD
+  // PG456, integrated DDR5/LPDDR5 memory controller, "Refresh"). At which temperature the device
+  // reports each code is the vendor's; the standard fixes only 1x up to 85 C. The thresholds are
+  // the memspec's (refresh_2x_above_C 85 from the standard, refresh_4x_above_C an assumption of
+  // the memspec files). Opt-in with thermal.dram_derating (docs/models/thermal.md, "The DRAM").
+  m_tREFI_1x = m_tREFI;
+  m_derate_2x_C = p.get_double("refresh_2x_above_C", spec.num("refresh_2x_above_C"),
+                               "DRAM temperature above which MR4 asks for 0.5x tREFI, C", -40, 200);
+  m_derate_4x_C = p.get_double("refresh_4x_above_C", spec.num("refresh_4x_above_C"),
+                               "DRAM temperature above which MR4 asks for 0.25x tREFI, C", m_derate_2x_C, 200);
+  // How often the controller reads MR4 (an assumption: the thermal model's default step; JESD209-4
+  // leaves the polling interval to the system, bounded by the temperature gradient it must track).
+  const double poll_us = p.get_double("mr4_poll_us", 1000, "interval of the controller's MR4 reads, us", 0.001, 1e9);
+  die_temperature* die = die_temperature::current();
+  if (m_refresh && die && die->dram_derating()) {
+    m_temperature = die;
+    m_mr4_period = std::max<tick>(1, ticks(sc_core::sc_time(poll_us, sc_core::SC_US)));
+    if (m_tREFI_1x / 4 <= gap)
+      p.fail("tREFI_ns", "a quarter of it (the 0.25x refresh rate of thermal.dram_derating) must exceed tRFC + tFAW + "
+                         "tRRD + tRCD + max(RL, WL) + tWTR + burst time (" +
+                             format_number(sc_core::sc_time::from_value(gap).to_seconds() * 1e9) + " ns)");
+  }
+  spec.check_all_used();
   if (m_policy == scheduling::frfcfs) {
     m_queue.assign(m_channels, channel_queue{});
     for (auto& cq : m_queue) cq.q.reserve(64);
@@ -179,6 +212,12 @@ lpddr4::lpddr4(const sc_core::sc_module_name& name, const memory_args& a, const 
   });
   m_stats.formula("refreshes", "count", "all-bank refreshes of all channels so far (every tREFI)",
                   [this] { return static_cast<double>(refreshes_until(sc_core::sc_time_stamp())); });
+  if (m_temperature) {  // only with derating, so a run without it has today's statistics
+    m_stats.formula("refresh_rate", "x", "refresh rate now, as a multiple of the <= 85 C rate (MR4: 1, 2 or 4)",
+                    [this] { return static_cast<double>(m_rate); });
+    m_rate_changes = &m_stats.counter("refresh_rate_changes", "count",
+                                      "changes of the refresh rate after an MR4 read (thermal.dram_derating)");
+  }
   m_stats.formula("rows_per_bank", "count", "capacity / (channels x banks x row bytes)", [this] {
     return static_cast<double>(capacity_bytes()) /
            (static_cast<double>(m_channels) * m_banks * static_cast<double>(m_row_bytes));
@@ -223,15 +262,46 @@ std::uint64_t lpddr4::refreshes_until(const sc_core::sc_time& t) const {
   if (!m_refresh) return 0;
   const tick now = ticks(t);
   std::uint64_t n = 0;
-  auto count = [&](tick ph) {
-    if (now >= ph) n += (now - ph) / m_tREFI + 1;
-  };
-  for (unsigned c = 0; c < m_channels; ++c) {
-    if (!m_per_bank) count(ticks(refresh_phase(c)));
-    else
-      for (unsigned b = 0; b < m_banks; ++b) count(ticks(bank_refresh_phase(c, b)));
+  // Each grid's windows at earlier rates, then its windows at the current rate up to `now`.
+  for (std::size_t i = 0; i < m_epoch_phase.size(); ++i) {
+    n += m_epoch_done[i];
+    if (now >= m_epoch_phase[i]) n += (now - m_epoch_phase[i]) / m_tREFI + 1;
   }
   return n;
+}
+
+void lpddr4::poll_mr4(tick t) {
+  m_next_mr4 = (t / m_mr4_period + 1) * m_mr4_period;
+  const double T = m_temperature->dram_C();
+  const unsigned rate = T > m_derate_4x_C ? 4u : T > m_derate_2x_C ? 2u : 1u;
+  if (rate == m_rate) return;
+  const tick old = m_tREFI, next_T = m_tREFI_1x / rate;
+  // Each grid: windows that started before t are applied at the old rate (they may still hold the
+  // channel or bank beyond t); the next window comes one new interval after the last one, not
+  // before t; windows already applied beyond t (transfers scheduled ahead) stay as they were.
+  auto rebase = [&](std::size_t i, tick& next) {
+    m_epoch_done[i] += (next - m_epoch_phase[i]) / old;
+    next = std::max(t, next + next_T > old ? next + next_T - old : tick{0});
+    m_epoch_phase[i] = next;
+  };
+  if (m_per_bank) {
+    for (std::size_t i = 0; i < m_bank.size(); ++i) {
+      bank_state& bk = m_bank[i];
+      if (bk.next_refresh < t) apply_bank_refresh(bk, (t - bk.next_refresh - 1) / old + 1);
+      rebase(i, bk.next_refresh);
+    }
+  } else {
+    for (unsigned c = 0; c < m_channels; ++c) {
+      channel_state& ch = m_ch[c];
+      if (ch.next_refresh < t) apply_refresh(ch, c, (t - ch.next_refresh - 1) / old + 1);
+      rebase(c, ch.next_refresh);
+    }
+  }
+  m_rate = rate;
+  m_tREFI = next_T;
+  ++*m_rate_changes;
+  if (timeline::open())
+    timeline::get().counter("thermal", "DRAM refresh rate", "x", sc_core::sc_time::from_value(t), rate);
 }
 
 sc_core::sc_time lpddr4::unloaded_latency(tlm::tlm_command cmd, std::uint64_t bursts,
@@ -444,6 +514,7 @@ sc_core::sc_time lpddr4::service(tlm::tlm_command cmd, std::uint64_t addr, std::
                                  const sc_core::sc_time& start) {
   if (len == 0) return start;
   const tick t = ticks(start);
+  if (m_temperature && t >= m_next_mr4) poll_mr4(t);
   const bool write = cmd == tlm::TLM_WRITE_COMMAND;
   if (m_policy == scheduling::frfcfs) {
     enqueue(write, addr, len, t);

@@ -17,6 +17,7 @@
 #pragma once
 
 #include "models/memory/memory_target.h"
+#include "models/thermal/die_temperature.h"
 
 #include <vector>
 
@@ -100,6 +101,10 @@ class lpddr4 : public memory_target {
   double refresh_energy_J() const { return m_refresh_J; }
   // Background power of the whole instance, W.
   double background_power_W() const { return m_background_W; }
+  // Temperature derating (thermal.dram_derating, JESD209-4 MR4): the refresh rate now, as a
+  // multiple of the <= 85 C rate (1, 2 or 4), and whether the DRAM reads its temperature at all.
+  unsigned refresh_rate() const { return m_rate; }
+  bool derating() const { return m_temperature != nullptr; }
 
  protected:
   sc_core::sc_time service(tlm::tlm_command cmd, std::uint64_t addr, std::uint64_t len,
@@ -173,6 +178,9 @@ class lpddr4 : public memory_target {
   void for_each_channel_part(std::uint64_t addr, std::uint64_t len, F&& f) const;
   void apply_refresh(channel_state& ch, unsigned c, std::uint64_t windows);
   void apply_bank_refresh(bank_state& bk, std::uint64_t windows);
+  // Reads the DRAM's temperature (MR4) at t and, when its range changed, moves every channel's
+  // (or bank's) refresh grid to the new tREFI from its next window on.
+  void poll_mr4(tick t);
   static tick ticks(const sc_core::sc_time& t) { return t.value(); }
 
   // Organisation
@@ -194,6 +202,17 @@ class lpddr4 : public memory_target {
   // Energy figures (tech.lpddr4, scaled to this instance)
   double m_read_J_per_bit, m_write_J_per_bit, m_act_J, m_background_W, m_refresh_J;
 
+  // Refresh derating with temperature (JESD209-4 MR4; null: the <= 85 C rate all run long).
+  die_temperature* m_temperature = nullptr;
+  double m_derate_2x_C = 85, m_derate_4x_C = 105;  // above: tREFI / 2, tREFI / 4
+  tick m_mr4_period = 0, m_next_mr4 = 0;           // the controller's MR4 reads
+  tick m_tREFI_1x = 0;                             // tREFI at <= 85 C
+  unsigned m_rate = 1;                             // m_tREFI = m_tREFI_1x / m_rate
+  // The refresh grid of each channel (all_bank) or bank (per_bank, channel-major): the first
+  // window at the current rate, and the windows of earlier rates.
+  std::vector<tick> m_epoch_phase;
+  std::vector<std::uint64_t> m_epoch_done;
+
   std::vector<channel_state> m_ch;
   std::vector<bank_state> m_bank;  // channel-major
   std::vector<channel_queue> m_queue;   // frfcfs
@@ -211,6 +230,7 @@ class lpddr4 : public memory_target {
   stat& m_refresh_stalls;
   stat& m_turnarounds;
   stat& m_write_drains;
+  stat* m_rate_changes = nullptr;  // only with derating
 };
 
 }  // namespace kelle

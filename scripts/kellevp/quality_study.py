@@ -14,6 +14,9 @@ STUDY is one of
             threshold per format and bit group (the largest P whose perplexity rises < 0.1)
   ber_seeds Figure 8's HST against LST over eight fault seeds (binary16 at 1e-6 to 1e-3, int8 at
             1e-4 to 1e-2): per point the median KL of each group and the seeds where HST costs more
+  thermal   issue 47's study (b): temperature-aware refresh (uniform 4580 us, 2DRP set 2) with the
+            sensor reading 0 to 10 C low against the guard band (die at 95 C), and a sensor
+            lagging a 45 -> 95 C heating trace (docs/models/thermal.md, "Studies")
   all       every one of them, in that order
 
 Each study is a study file, scenarios/studies/quality_STUDY.yaml, run by scripts/sweep (the
@@ -39,7 +42,7 @@ from collections import defaultdict
 
 from . import ROOT
 from .cli import add_kelle_vp, entry, fail, output_folder, parser
-STUDIES = ["budget", "policies", "sinks", "refresh", "ber", "ber_seeds"]
+STUDIES = ["budget", "policies", "sinks", "refresh", "ber", "ber_seeds", "thermal"]
 # The trained models: name -> (the overlay that puts it in the quality path's scenario, the suffix
 # of its results and figures). kjv-llama is the quality path's own (scenarios/functional/quality.yaml).
 MODELS = {"kjv-llama": (None, ""),
@@ -441,8 +444,102 @@ def table_ber_seeds(rows, out):
     return md
 
 
+def flip_rate(r):
+    """Flipped bits per bit read, over the four bit groups."""
+    ks = ("hst_msb", "hst_lsb", "lst_msb", "lst_lsb")
+    read = sum(fnum(r.get(f"quality.bits_read.{k}")) or 0 for k in ks)
+    return sum(fnum(r.get(f"quality.flipped_bits.{k}")) or 0 for k in ks) / read if read else None
+
+
+def table_thermal(rows, out):
+    """Issue 47's study (b) (scenarios/studies/quality_thermal.yaml): per refresh scheme, the die at
+    95 C with the sensor reading low against the guard band, then the sensor lagging a heating trace."""
+    schemes = [s for s in ("uniform", "2drp") if any(col(r, "policy.refresh") == s for r in rows)]
+    name = {"uniform": "uniform 4580 us", "2drp": "2DRP 360, 5400, 1440, 7200 us"}
+    const, trace = defaultdict(dict), defaultdict(dict)
+    for r in rows:
+        s, gb = col(r, "policy.refresh"), float(col(r, "policy.guard_band_C", 5))
+        if col(r, "thermal.model") == "constant":
+            const[s][(float(col(r, "thermal.sensor.offset_C", 0)), gb)] = r
+        else:
+            trace[s][(float(col(r, "thermal.sensor.period_us", 1000)), gb)] = r
+    offsets = sorted({o for s in const for o, _ in const[s]}, reverse=True)
+    gbs = sorted({gb for s in const for _, gb in const[s]} | {gb for s in trace for _, gb in trace[s]})
+    kl_full = lambda r: fnum(r.get("quality.full_cache.kl_divergence"))
+    kl_ff = lambda r: fnum(r.get("quality.kl_divergence"))
+    refresh_J = lambda r: fnum(r.get("energy_J.edram_refresh"))
+    ref = mean([fnum(r.get("quality.reference_perplexity")) for r in rows])
+    cgbs = [gb for gb in gbs if any((o, gb) in const[s] for s in const for o in offsets)]
+
+    def matrix(title, cell):
+        m = ["", title, "", "| scheme | sensor offset C | " + " | ".join(f"guard band {gb:g} C" for gb in cgbs) + " |",
+             "|---|---|" + "---|" * len(cgbs)]
+        for s in schemes:
+            for o in offsets:
+                m.append(f"| {name[s]} | {o:g} | " + " | ".join(cell(const[s][(o, gb)]) if (o, gb) in const[s] else "-"
+                                                            for gb in cgbs) + " |")
+        return m
+    md = [f"Fault-free reference (same kept tokens) perplexity {g(ref)}; full cache {g(full_ppl(rows))}."]
+    md += matrix("Die at 95 C: perplexity (KL vs the full cache):", lambda r: f"{g(ppl(r))} ({g(kl_full(r))})")
+    md += matrix("Die at 95 C: KL vs the fault-free reference (flipped bits per bit read):",
+                 lambda r: f"{g(kl_ff(r))} ({g(flip_rate(r))})")
+    md += matrix("Die at 95 C: the run's eDRAM refresh energy (uJ):", lambda r: f"{refresh_J(r) * 1e6:.0f}")
+    # The transient: 45 -> 95 C linearly over 32 ms (1.5625 C per ms); a sensor sampled every
+    # period reads up to rate x period behind (plus its 1 C rounding).
+    rate = 50 / 32000.0
+    md += ["", "Die heating from 45 to 95 C over the run, the sensor sampled every period:", "",
+           "| scheme | sensor period us | lags by up to C | guard band C | perplexity | KL vs full cache | "
+           "KL vs fault-free | top-1 vs fault-free | flipped bits per bit read | eDRAM refresh uJ |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for s in schemes:
+        for per, gb in sorted(trace[s]):
+            r = trace[s][(per, gb)]
+            md.append(f"| {name[s]} | {per:g} | {rate * per:.1f} | {gb:g} | {g(ppl(r))} | {g(kl_full(r))} | {g(kl_ff(r))} | "
+                      f"{g(fnum(r.get('quality.top1_agreement')))} | {g(flip_rate(r))} | {refresh_J(r) * 1e6:.0f} |")
+    plt = plt_module()
+    fig, ax = plt.subplots(len(schemes), 4, figsize=(19, 4 * len(schemes)), squeeze=False)
+    for i, s in enumerate(schemes):
+        for o in offsets:
+            xs = [gb for gb in cgbs if (o, gb) in const[s]]
+            ax[i][0].plot(xs, [ppl(const[s][(o, gb)]) for gb in xs], marker="o", label=f"sensor offset {o:g} C")
+            ax[i][1].plot(xs, [max(kl_full(const[s][(o, gb)]) or 0, 1e-9) for gb in xs], marker="o",
+                          label=f"sensor offset {o:g} C")
+            ax[i][2].plot(xs, [max(kl_ff(const[s][(o, gb)]) or 0, 1e-9) for gb in xs], marker="o",
+                          label=f"sensor offset {o:g} C")
+        for k, gb in enumerate(sorted({gb for _, gb in trace[s]})):
+            ps = sorted(p for p, b in trace[s] if b == gb)
+            for kl, ls, what in ((kl_full, "-", "vs full cache"), (kl_ff, "--", "vs fault-free")):
+                ax[i][3].plot([rate * p for p in ps], [max(kl(trace[s][(p, gb)]) or 0, 1e-9) for p in ps], marker="o",
+                              ls=ls, color=f"C{k}", label=f"guard band {gb:g} C, KL {what}")
+            for p in ps:
+                ax[i][3].annotate(f"{p:g} us", (rate * p, max(kl_ff(trace[s][(p, gb)]) or 0, 1e-9)), fontsize=7,
+                                  textcoords="offset points", xytext=(4, 4))
+        exact = const[s].get((0.0, 0.0))
+        if exact:
+            for a, kl in ((ax[i][1], kl_full), (ax[i][2], kl_ff)):
+                a.axhline(kl(exact), color="grey", ls=":", label="exact sensor, guard band 0")
+        if ref:
+            ax[i][0].axhline(ref, color="grey", ls="--", lw=0.8, label=f"fault-free ({ref:.2f})")
+        ax[i][0].set_ylabel(f"{name[s]}\n" + ppl_label(rows))
+        ax[i][1].set_ylabel("KL(full cache || platform), mean per token")
+        ax[i][2].set_ylabel("KL(fault-free || platform), mean per token")
+        ax[i][3].set_ylabel("KL, mean per token")
+        for j in range(3):
+            ax[i][j].set_xlabel("guard band (C)")
+            ax[i][j].set_xticks(cgbs)
+            ax[i][j].set_title("die at 95 C, sensor reading low")
+        ax[i][3].set_xlabel("sensor lag at most (C): heating 1.56 C/ms x sensor period")
+        ax[i][3].set_title("die heating 45 -> 95 C, sensor lagging")
+        for a in ax[i]:
+            a.legend(fontsize=7)
+        for a in ax[i][1:]:
+            a.set_yscale("log")
+    save(fig, out, "quality-thermal", "Temperature-aware refresh on the trained model: a sensor reading low or lagging")
+    return md
+
+
 TABLES = {"budget": table_budget, "policies": table_policies, "sinks": table_sinks, "refresh": table_refresh,
-          "ber": table_ber, "ber_seeds": table_ber_seeds}
+          "ber": table_ber, "ber_seeds": table_ber_seeds, "thermal": table_thermal}
 
 
 @entry("quality-study")

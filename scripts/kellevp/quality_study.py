@@ -14,7 +14,7 @@ STUDY is one of
             threshold per format and bit group (the largest P whose perplexity rises < 0.1)
   ber_seeds Figure 8's HST against LST over eight fault seeds (binary16 at 1e-6 to 1e-3, int8 at
             1e-4 to 1e-2): per point the median KL of each group and the seeds where HST costs more
-  thermal   issue 47's study (b): temperature-aware refresh (uniform 4580 us, 2DRP set 2) with the
+  thermal   the temperature study (b): temperature-aware refresh (uniform 4580 us, 2DRP set 2) with the
             sensor reading 0 to 10 C low against the guard band (die at 95 C), and a sensor
             lagging a 45 -> 95 C heating trace (docs/models/thermal.md, "Studies")
   all       every one of them, in that order

@@ -452,7 +452,7 @@ def flip_rate(r):
 
 
 def table_thermal(rows, out):
-    """Issue 47's study (b) (scenarios/studies/quality_thermal.yaml): per refresh scheme, the die at
+    """The temperature study (b) (scenarios/studies/quality_thermal.yaml): per refresh scheme, the die at
     95 C with the sensor reading low against the guard band, then the sensor lagging a heating trace."""
     schemes = [s for s in ("uniform", "2drp") if any(col(r, "policy.refresh") == s for r in rows)]
     name = {"uniform": "uniform 4580 us", "2drp": "2DRP 360, 5400, 1440, 7200 us"}

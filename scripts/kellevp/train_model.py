@@ -282,8 +282,10 @@ class Documents:
                 return t
 
     def cover(self, rng, limit, end):
-        """Documents of at most `limit` tokens that cover chapters 0 .. end - 1: each starts at the
-        chapter where the previous one was cut (or after the previous one's last)."""
+        """Documents of at most `limit` tokens over chapters 0 .. end - 1, each from a chapter's
+        start: the next one starts at the chapter where the previous one was cut (re-reading that
+        chapter's start), or after it when the cut chapter was its first (whose tail beyond the
+        limit is then not read)."""
         out, c = [], 0
         while c < end:
             _, t, nxt = self.build(c, limit, rng, end)

@@ -3,13 +3,14 @@
 # tests/studies/quality_orderings.yaml (nine of the quality studies' points), the orderings check
 # reads its results.csv with either metric, and the verdicts are the ones docs/quality.md reports. Also: the full-cache reference's perplexity is every run's, the full policy's platform
 # perplexity is within 1 % of it, and eviction at the smallest budget costs quality.
-# With a fourth argument `sinks`, the same nine points on the sink model (docs/trained-model.md,
+# With a fourth argument `kjv-sinks`, the same nine points on the sink model (docs/trained-model.md,
 # "The sink model"; the overlay scenarios/functional/sink-model.yaml) and its documented verdicts.
 set -euo pipefail
 vp=$1; src=$2; out=$3; model=${4:-kjv-llama}
+case "$model" in kjv-llama|kjv-sinks) ;; *) echo "quality_orderings.sh: model '$model': expected kjv-llama or kjv-sinks" >&2; exit 2;; esac
 rm -rf "$out"
 overlay=()
-if [ "$model" = sinks ]; then
+if [ "$model" = kjv-sinks ]; then
   overlay=(--overlay "$src/scenarios/functional/sink-model.yaml")
 else
 # A study file's quality section: the timing point's row carries the quality run's columns.
@@ -34,6 +35,8 @@ done
 /usr/bin/python3 - "$out/results.csv" "$out" "$model" "${rcs[@]}" <<'PY'
 import csv, json, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
+models = {r["llm.model"] for r in rows}
+assert models == {sys.argv[3]}, f"every run on the model {sys.argv[3]}: {models}"
 full = {round(float(r["quality.full_cache.perplexity"]), 6) for r in rows}
 assert len(full) == 1, f"every run has the same full-cache reference: {full}"
 ref = full.pop()
@@ -51,7 +54,7 @@ EXPECT = {
 # The sink model's (docs/quality.md, "The sink model's orderings"): at N' 64 the window without
 # sinks is worse than with 4 (S1, on both metrics) but nothing collapses (S2, S3); H2O beats the
 # window at N' 16 and 64, not at 32 (H1, hence H2); every policy closes on the full cache (H3).
-if sys.argv[3] == "sinks":
+if sys.argv[3] == "kjv-sinks":
     EXPECT = {m: {"S1": "holds", "S2": "fails", "S3": "fails", "S4": "not run", "H1": "fails", "H2": "fails",
                   "H3": "holds"} for m in ("perplexity", "kl")}
 for i, m in enumerate(("perplexity", "kl")):

@@ -173,11 +173,13 @@ lpddr4::lpddr4(const sc_core::sc_module_name& name, const memory_args& a, const 
   // PG456, integrated DDR5/LPDDR5 memory controller, "Refresh"). At which temperature the device
   // reports each code is the vendor's; the standard fixes only 1x up to 85 C. The thresholds are
   // the memspec's (refresh_2x_above_C 85 from the standard, refresh_4x_above_C an assumption of
-  // the memspec files). Opt-in with thermal.dram_derating (docs/models/thermal.md, "The DRAM").
+  // the memspec files; both optional in a memspec: 85 and 105 C when absent, so memspec files
+  // written before derating existed still load). Opt-in with thermal.dram_derating
+  // (docs/models/thermal.md, "The DRAM").
   m_tREFI_1x = m_tREFI;
-  m_derate_2x_C = p.get_double("refresh_2x_above_C", spec.num("refresh_2x_above_C"),
+  m_derate_2x_C = p.get_double("refresh_2x_above_C", spec.num_or("refresh_2x_above_C", 85),
                                "DRAM temperature above which MR4 asks for 0.5x tREFI, C", -40, 200);
-  m_derate_4x_C = p.get_double("refresh_4x_above_C", spec.num("refresh_4x_above_C"),
+  m_derate_4x_C = p.get_double("refresh_4x_above_C", spec.num_or("refresh_4x_above_C", 105),
                                "DRAM temperature above which MR4 asks for 0.25x tREFI, C", m_derate_2x_C, 200);
   // How often the controller reads MR4 (an assumption: the thermal model's default step; JESD209-4
   // leaves the polling interval to the system, bounded by the temperature gradient it must track).

@@ -303,3 +303,25 @@ TEST_CASE("dram derating: a memspec whose quarter tREFI leaves no room for a bur
     CHECK(m.find('\n') == std::string::npos);
   }
 }
+
+TEST_CASE("temperature-aware refresh: an interval scaled below the time resolution is an input error, not a crash",
+          "[thermal][errors]") {
+  // A die at 150 C (extrapolated) with cells whose retention falls 4.7 decades from 105 C (3 eV):
+  // a 1 ns interval becomes 0.02 ps, which the simulator cannot represent. Before the fix:
+  // "kv_edram: set_refresh_interval: the interval must be positive" from inside the kernel.
+  const std::string out = test::in_child_process([] {
+    auto cfg = config::from_string(
+        "system: kelle_edram\nworkload: {type: llm}\n", "llm.yaml",
+        {"workload.model=llama2-7b", "workload.context_len=8", "workload.decode_len=1", "policy.kv=full",
+         "policy.refresh=uniform", "policy.refresh_interval_us=0.001", "workload.progress=false",
+         "tech.edram.retention.activation_energy_eV=3", "thermal.ambient_C=150", "thermal.extrapolate=true",
+         "policy.temperature_aware=true", "policy.guard_band_C=5"});
+    platform p(cfg);
+    p.run();
+    return "input error: " + p.input_error();
+  });
+  CHECK_THAT(out, Catch::StartsWith("input error: temperature-aware refresh cannot keep up at a sensed 150 C + a 5 C "
+                                    "guard band") &&
+                      Catch::Contains("0.001 us refresh interval") && Catch::Contains("time resolution"));
+  CHECK(out.find('\n') == std::string::npos);
+}

@@ -107,6 +107,8 @@ class refresh_policy {
   // The scale of the intervals for `e`'s cells now (temperature-aware refresh; else 1): call at the
   // start of apply(). Sets temperature_scale() and the lifetime rule's.
   double scale_for(const refresh_control& e);
+  // "at a sensed X C + a G C guard band": the temperature of the scale (for errors).
+  std::string scale_at() const;
   // An interval given in microseconds, as the policies' keys are.
   static sc_core::sc_time us(double v) { return sc_core::sc_time(v, sc_core::SC_US); }
 

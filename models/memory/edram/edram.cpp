@@ -85,9 +85,15 @@ unsigned edram::interval_index(const sc_core::sc_time& period) {
 
 void edram::advance(const sc_core::sc_time& now) {
   if (now <= m_accounted_until) return;
-  const double t0 = m_accounted_until.to_seconds(), t1 = now.to_seconds();
   const bool thermal = die_temperature::current() != nullptr;
+  // The temperature first: reading it may bring the thermal model up to date, which reads every
+  // energy statistic, this array's refresh energy included, which advances this accounting to
+  // `now` (a re-entrant call). The stretch is then accounted already; only what is still missing
+  // is taken from m_accounted_until after the read (else the outer call counted it twice, and a
+  // run with --timeline, whose thermal model updates at every read, differed from one without).
   const double T = thermal ? m_retention.temperature_C() : 0.0;
+  if (now <= m_accounted_until) return;
+  const double t0 = m_accounted_until.to_seconds(), t1 = now.to_seconds();
   if (thermal && T != m_retention.law().reference_C) m_temperature_moved = true;
   for (auto& c : m_intervals) {
     if (c.live_bytes == 0) continue;

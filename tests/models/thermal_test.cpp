@@ -104,23 +104,31 @@ TEST_CASE("retention law: the anchor is the calibrated distribution bit for bit;
 
 TEST_CASE("thermal rc: a constant power settles at ambient + R x P, and the heat in is the energy reported",
           "[thermal]") {
-  heater h("heater", 2.0);
-  auto cfg = config::from_string(
-      "thermal: {model: rc, ambient_C: 25, resistance_K_per_W: 10, time_constant_s: 0.5, step_us: 1000}\n"
-      "tech: {temperature_C: 105}\n",
-      "thermal.yaml");
-  thermal_model m(cfg.root().child("thermal"), cfg.root().child("tech"));
-  double at_tau = 0;
-  for (int ms = 1; ms <= 5000; ++ms) {
-    sc_core::sc_start(sc_core::sc_time(1, sc_core::SC_MS));
-    const double T = m.true_C();
-    if (ms == 500) at_tau = T;
-  }
+  // In a child process, as every case that simulates (one SystemC kernel per process).
+  const std::string out = test::in_child_process([] {
+    heater h("heater", 2.0);
+    auto cfg = config::from_string(
+        "thermal: {model: rc, ambient_C: 25, resistance_K_per_W: 10, time_constant_s: 0.5, step_us: 1000}\n"
+        "tech: {temperature_C: 105}\n",
+        "thermal.yaml");
+    thermal_model m(cfg.root().child("thermal"), cfg.root().child("tech"));
+    double at_tau = 0;
+    for (int ms = 1; ms <= 5000; ++ms) {
+      sc_core::sc_start(sc_core::sc_time(1, sc_core::SC_MS));
+      const double T = m.true_C();
+      if (ms == 500) at_tau = T;
+    }
+    nlohmann::json j = {{"at_tau", at_tau}, {"final", m.true_C()}, {"results", m.results()}};
+    return j.dump();
+  });
+  REQUIRE(out.rfind("error: ", 0) != 0);
+  const nlohmann::json j = nlohmann::json::parse(out);
+  const double at_tau = j["at_tau"].get<double>(), final_C = j["final"].get<double>();
   // A power held over each update: the exact first-order response.
   CHECK(at_tau == Approx(25 + 20 * (1 - std::exp(-1.0))).epsilon(1e-9));
-  CHECK(m.true_C() == Approx(45 - 20 * std::exp(-10.0)).epsilon(1e-9));  // 10 time constants
-  CHECK(m.true_C() == Approx(45).epsilon(1e-4));                        // ambient + R x P
-  const nlohmann::json r = m.results();
+  CHECK(final_C == Approx(45 - 20 * std::exp(-10.0)).epsilon(1e-9));  // 10 time constants
+  CHECK(final_C == Approx(45).epsilon(1e-4));                        // ambient + R x P
+  const nlohmann::json& r = j["results"];
   CHECK(r["heat_J"].get<double>() == Approx(2.0 * 5.0).epsilon(1e-12));
   CHECK(r["max_C"].get<double>() <= 45.0);
   CHECK_FALSE(r["extrapolated"].get<bool>());

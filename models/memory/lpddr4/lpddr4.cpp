@@ -279,11 +279,18 @@ void lpddr4::poll_mr4(tick t) {
   if (rate == m_rate) return;
   const tick old = m_tREFI, next_T = m_tREFI_1x / rate;
   // Each grid: windows that started before t are applied at the old rate (they may still hold the
-  // channel or bank beyond t); the next window comes one new interval after the last one, not
-  // before t; windows already applied beyond t (transfers scheduled ahead) stay as they were.
+  // channel or bank beyond t); windows already applied beyond t (transfers scheduled ahead) stay
+  // as they were. The new grid keeps the old one's phase: it runs on from the last window
+  // (next - old, before time 0 when none has come yet) in steps of the new interval, the first at
+  // or after t (and after that last window). Each grid keeps its own phase, so staggered channels
+  // (banks) stay staggered: moving every grid to max(t, last + new interval) put every window that
+  // fell before t at t, all channels' refreshes at once.
   auto rebase = [&](std::size_t i, tick& next) {
     m_epoch_done[i] += (next - m_epoch_phase[i]) / old;
-    next = std::max(t, next + next_T > old ? next + next_T - old : tick{0});
+    using stick = std::int64_t;
+    const stick last = static_cast<stick>(next) - static_cast<stick>(old), T = static_cast<stick>(next_T);
+    const stick from = std::max(static_cast<stick>(t), last + 1);
+    next = static_cast<tick>(last + (from - last + T - 1) / T * T);
     m_epoch_phase[i] = next;
   };
   if (m_per_bank) {

@@ -36,13 +36,17 @@ std::string refresh_policy::scale_at() const {
   return "at a sensed " + format_number(m_sensed_C) + " C + a " + format_number(m_guard_C) + " C guard band";
 }
 
-double refresh_policy::scale_for(const refresh_control& e) {
+double refresh_policy::scale_for(refresh_control& e) {
   if (!m_temperature_aware) return 1.0;
   const retention_model& m = e.retention();
   die_temperature* d = die_temperature::current();
   m_sensed_C = d ? d->sensed_C() : m.law().reference_C;
   m_scale = m.retention_factor(m_sensed_C + m_guard_C);
   if (m_transient) m_transient->set_scale(m_scale, scale_at());
+  // A scale other than 1 moves intervals with the temperature: the array accounts refresh as the
+  // integral of bytes x dt / interval from now on (at the anchor with guard band 0 the scale is
+  // exactly 1 and the accounting stays the grid's, bit for bit).
+  if (m_scale != 1.0) e.use_continuous_refresh();
   return m_scale;
 }
 

@@ -340,6 +340,23 @@ TEST_CASE("temperature-aware refresh: an interval scaled below the time resoluti
                                     "guard band") &&
                       Catch::Contains("0.001 us refresh interval") && Catch::Contains("time resolution"));
   CHECK(out.find('\n') == std::string::npos);
+  // A die that runs away under its own refresh power (the RC model, no extrapolate): the error
+  // says first that it left the validated range, then why the run could not go on.
+  const std::string runaway = test::in_child_process([] {
+    auto cfg = config::from_string(
+        "system: kelle_edram\nworkload: {type: llm}\n", "llm.yaml",
+        {"workload.model=llama2-7b", "workload.context_len=8", "workload.decode_len=1", "policy.kv=full",
+         "policy.refresh=uniform", "policy.refresh_interval_us=0.001", "workload.progress=false",
+         "tech.edram.retention.activation_energy_eV=3", "thermal.model=rc", "thermal.ambient_C=100",
+         "thermal.resistance_K_per_W=400", "thermal.time_constant_s=0.001", "thermal.step_us=100",
+         "policy.temperature_aware=true"});
+    platform p(cfg);
+    p.run();
+    return "input error: " + p.input_error();
+  });
+  CHECK_THAT(runaway, Catch::StartsWith("input error: thermal: the die reached") &&
+                          Catch::Contains("validated range") && Catch::Contains("cannot keep up"));
+  CHECK(runaway.find('\n') == std::string::npos);
 }
 
 TEST_CASE("thermal: a run with the timeline on gives the results of one without (no double-counted refresh)",

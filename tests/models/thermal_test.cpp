@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
 
 using namespace kelle;
 
@@ -306,6 +307,42 @@ TEST_CASE("dram derating: a die heating through 85 C switches the refresh rate o
   CHECK(test::dram_stat(r, "refreshes") <= hi);
   CHECK(test::dram_stat(r, "refreshes") > test::dram_stat(cold, "refreshes"));
   CHECK(test::dram_stat(r, "refreshes") < test::dram_stat(hot, "refreshes"));
+}
+
+TEST_CASE("dram derating: staggered channels keep their phases across a rate change", "[thermal][dram]") {
+  // 80 C until 100 us, 90 C from 110 us (as above), the channels staggered tREFI / 8 apart. At
+  // 2x each channel's windows run on from its last 1x window in steps of tREFI / 2, so channel c
+  // stays at its phase modulo tREFI / 2; the rule before (the next window at max(t, last + tREFI
+  // / 2)) put every channel whose window fell before the change at the change, together.
+  const std::string out = test::in_child_process([] {
+    const std::string yaml = test::dram_scenario(
+        "model: lpddr4, capacity_MiB: 16384, data_rate_MTps: 4000, refresh_alignment: staggered",
+        "type: traffic, target: dram, burst_bytes: 4096, total_bytes: 16777216, outstanding: 16");
+    auto cfg = config::from_string(yaml, "dram.yaml",
+                                   {"thermal.model=trace", "thermal.trace=\"0:80, 0.0001:80, 0.00011:90\"",
+                                    "thermal.step_us=10", "thermal.dram_derating=true",
+                                    "system.memories.dram.mr4_poll_us=10"});
+    platform p(cfg);
+    p.run();
+    const lpddr4& m = test::dram_of(p);
+    nlohmann::json j = {{"rate", m.refresh_rate()}, {"next", nlohmann::json::array()}};
+    for (unsigned c = 0; c < m.channels(); ++c) j["next"].push_back(m.next_refresh(c).value());
+    return j.dump();
+  });
+  REQUIRE(out.rfind("error: ", 0) != 0);
+  const nlohmann::json j = nlohmann::json::parse(out);
+  REQUIRE(j["rate"] == 2);
+  const std::uint64_t tREFI = 3904000, half = tREFI / 2;  // ps
+  REQUIRE(j["next"].size() == 8);
+  std::map<std::uint64_t, int> at;
+  for (std::uint64_t c = 0; c < 8; ++c) {
+    INFO("channel " << c);
+    // The 1x phase: tREFI (2c + 1) / (2 x 8).
+    const std::uint64_t next = j["next"][c].get<std::uint64_t>(), phase = tREFI * (2 * c + 1) / 16;
+    CHECK(next % half == phase % half);
+    ++at[next % half];
+  }
+  for (const auto& [p, n] : at) CHECK(n <= 2);  // 8 channels on 4 phases of tREFI / 2
 }
 
 TEST_CASE("dram derating: a memspec whose quarter tREFI leaves no room for a burst is refused in one line",

@@ -35,6 +35,11 @@ class refresh_control {
   virtual const sc_core::sc_time& default_refresh_interval() const = 0;
   // Bytes refreshed so far (accounting brought up to now).
   virtual double refreshed_bytes() = 0;
+  // From now on the intervals set move with the temperature (temperature-aware refresh applied a
+  // scale other than 1): the memory accounts refresh as the integral of bytes x dt / interval
+  // rather than on each interval's grid of ticks from time 0, whose phase a changed interval
+  // loses. A memory that accounts refresh its own way may ignore it.
+  virtual void use_continuous_refresh() {}
 };
 
 }  // namespace kelle

@@ -5,6 +5,8 @@
 // technology's temperature (tech.temperature_C, the figures' anchor). docs/models/thermal.md.
 #pragma once
 
+#include <string>
+
 namespace kelle {
 
 class die_temperature {
@@ -19,6 +21,9 @@ class die_temperature {
   // DRAM is another die in the same package; docs/models/thermal.md, "The DRAM").
   virtual bool dram_derating() const { return false; }
   virtual double dram_C() { return true_C(); }
+  // Why the run went beyond the temperatures it may run at ("" when it has not): an input error
+  // the platform reports at the end of the run, which a model that cannot go on reports first.
+  virtual std::string range_error() const { return ""; }
 
   // The process's die, or null (no thermal model: the technology's temperature).
   static die_temperature* current() { return s_current; }

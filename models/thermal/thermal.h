@@ -37,7 +37,7 @@ class thermal_model : public die_temperature {
   // The model's figures for results.json (`thermal`): brings the model up to the end of the run.
   nlohmann::json results();
   // "" or why the run went beyond the validated range without `extrapolate` (an input error).
-  std::string range_error() const { return m_range_error; }
+  std::string range_error() const override { return m_range_error; }
   // Heat into the die so far, J (rc: the energy the statistics reported, update by update).
   double heat_J() const { return m_heat_J; }
 

@@ -15,7 +15,7 @@
 // The plugin interface version. Bump it whenever a change to the public headers breaks plugins
 // that were compiled against the previous ones (a changed class layout, virtual function or
 // registry signature).
-#define KELLE_PLUGIN_ABI_VERSION 6
+#define KELLE_PLUGIN_ABI_VERSION 7
 
 #define KELLE_PLUGIN_STRINGIFY_INNER(x) #x
 #define KELLE_PLUGIN_STRINGIFY(x) KELLE_PLUGIN_STRINGIFY_INNER(x)

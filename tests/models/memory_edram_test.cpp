@@ -130,3 +130,64 @@ TEST_CASE("edram: reads of live data count expected bit errors from the time sin
   CHECK(stat_of(b, "expected_bit_errors_read") == Approx(8000 * p).epsilon(1e-6));
   CHECK(stat_of(b, "live_bits_read") == 8000);
 }
+
+namespace {
+
+// 64 KiB live from t = 0 whose interval follows a linear temperature ramp from 45 to 95 C over
+// 10 ms in 100 steps, 45 us scaled by the retention factor at T + guard (temperature-aware
+// refresh's rule) at every step. Returns the refreshed bytes, their integral (bytes x dt /
+// interval, summed over the steps) and the interval classes ever made and active at the end.
+nlohmann::json ramp(double guard_C, bool continuous) {
+  const std::string out = test::in_child_process([=] {
+    test::bench b(yaml);
+    auto& ti = b.init();
+    constexpr int steps = 100;
+    const sc_time dt(100, SC_US);
+    ti.write(0, std::vector<unsigned char>(65536, 1));
+    ti.read(0, 64, dt * steps);
+    double integral = 0;
+    sc_core::sc_spawn([&] {
+      edram& e = kv(b);
+      if (continuous) e.use_continuous_refresh();
+      for (int k = 0; k < steps; ++k) {
+        const double T = 45 + 50.0 * k / steps;
+        const sc_time p(45 * e.retention().retention_factor(T + guard_C), SC_US);
+        e.set_refresh_interval(0, 65536, p);
+        integral += 65536.0 * (dt / p);
+        sc_core::wait(dt);
+      }
+    });
+    b.p->run();
+    nlohmann::json j = {{"refreshed", stat_of(b, "refreshed_bytes")},
+                        {"integral", integral},
+                        {"classes", kv(b).interval_classes()},
+                        {"active", kv(b).active_interval_classes()}};
+    return j.dump();
+  });
+  REQUIRE(out.rfind("error: ", 0) != 0);
+  return nlohmann::json::parse(out);
+}
+
+}  // namespace
+
+TEST_CASE("edram: refresh under moving intervals is the integral of bytes x dt / interval (continuous)",
+          "[edram][refresh]") {
+  double last = 0;
+  for (double g : {0.0, 2.0, 5.0, 10.0}) {
+    INFO("guard band " << g << " C");
+    const nlohmann::json r = ramp(g, true);
+    const double refreshed = r["refreshed"].get<double>(), integral = r["integral"].get<double>();
+    CHECK(integral > 65536.0 * 10);  // tens of passes over the ramp
+    // Within one pass of the integral (the read that ends the run lands a little after 10 ms).
+    CHECK(std::abs(refreshed - integral) <= 65536.0);
+    CHECK(refreshed > last);  // a wider guard band: shorter intervals, more refresh
+    last = refreshed;
+    // Every step made its own interval class; the per-access loops visit the one with live bytes.
+    CHECK(r["classes"].get<std::size_t>() == 101);
+    CHECK(r["active"].get<std::size_t>() == 1);
+  }
+  // The grid of ticks from time 0 (the default accounting) loses each interval's phase at every
+  // move: far from the integral here.
+  const nlohmann::json grid = ramp(5, false);
+  CHECK(std::abs(grid["refreshed"].get<double>() - grid["integral"].get<double>()) > 65536.0);
+}

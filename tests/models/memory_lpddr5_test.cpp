@@ -186,3 +186,22 @@ TEST_CASE("lpddr5: a memspec that is missing or has an unknown key is a configur
                     Catch::Matchers::Contains(bad + ":") && Catch::Matchers::Contains("timing.tColour_ns") &&
                         Catch::Matchers::Contains("unknown key"));
 }
+
+TEST_CASE("lpddr5: a memspec without the MR4 derating thresholds still loads (85 and 105 C)", "[lpddr5]") {
+  // A user's memspec written before thermal.dram_derating: the shipped one without the keys
+  // refresh_2x_above_C and refresh_4x_above_C.
+  const std::string old = "/tmp/kelle_memspec_test_no_derating.yaml";
+  {
+    std::ifstream in(scenarios_dir() + "/memspec/JEDEC_LPDDR5-6400_x16.yaml");
+    REQUIRE(in);
+    std::ofstream out(old);
+    std::string line;
+    while (std::getline(in, line))
+      if (line.find("refresh_2x_above_C") == std::string::npos && line.find("refresh_4x_above_C") == std::string::npos)
+        out << line << "\n";
+  }
+  test::bench b(yaml, {"system.memories.dram.memspec=" + old});
+  const auto r = b.p->results();
+  CHECK(r["config"]["system"]["memories"]["dram"]["refresh_2x_above_C"] == 85);
+  CHECK(r["config"]["system"]["memories"]["dram"]["refresh_4x_above_C"] == 105);
+}

@@ -1,10 +1,36 @@
 #include "firmware/policies/refresh/lifetime_rule.h"
 
 #include "models/memory/refresh_control.h"
+#include "models/thermal/die_temperature.h"
+#include "platform/config/config.h"
+#include "platform/system/workload.h"
 
 #include <cmath>
 
 namespace kelle {
+
+sc_core::sc_time scaled_refresh_interval(double base_us, double scale, const std::string& at) {
+  const double v = base_us * scale;
+  const sc_core::sc_time res = sc_core::sc_get_time_resolution();
+  if (v * 1e-6 >= res.to_seconds()) return sc_core::sc_time(v, sc_core::SC_US);
+  {
+    std::string text = "temperature-aware refresh cannot keep up" + (at.empty() ? "" : " " + at) +
+                             ": the cells retain " + format_number(scale) + " times as long as at the anchor, so a " +
+                             format_number(base_us) + " us refresh interval becomes " + format_number(v * 1e6) +
+                             " ps, below the simulator's time resolution (" + res.to_string() +
+                             "); the die is beyond any temperature the retention law can serve (a temperature "
+                             "that ran away under its own power, or thermal.extrapolate far beyond the validated range)";
+    // A die that went beyond the validated range (without thermal.extrapolate) and ran away
+    // under its own refresh power: that is the input error, this is where it ends the run.
+    const die_temperature* die = die_temperature::current();
+    const std::string why = die ? die->range_error() : "";
+    if (!why.empty()) text = why + "; " + text;
+    const sc_core::sc_process_handle h = sc_core::sc_get_current_process_handle();
+    if (!h.valid() || h.proc_kind() != sc_core::SC_THREAD_PROC_) throw config_error(text);
+    record_run_input_error(text);
+  }
+  stop_run_for_input_error();
+}
 
 lifetime_rule::lifetime_rule(field_map fields, std::vector<field_rule> rules, stall_action stall)
     : m_fields(std::move(fields)),
@@ -43,7 +69,7 @@ void lifetime_rule::placed(refresh_control& e, std::uint64_t addr, std::uint64_t
       e.set_unrefreshed(addr + b, n);
     else
       e.set_refresh_interval(addr + b, n,
-                             r.interval_us > 0 ? sc_core::sc_time(r.interval_us * m_scale, sc_core::SC_US)
+                             r.interval_us > 0 ? scaled_refresh_interval(r.interval_us, m_scale, m_scale_at)
                                                : e.default_refresh_interval());
   }
 }

@@ -17,10 +17,21 @@
 #include "firmware/policies/refresh/field_map.h"
 #include "platform/stats/stats.h"
 
+#include <systemc>
+
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace kelle {
+
+// A refresh interval of `base_us` x `scale` us (a policy's interval x the temperature-aware scale,
+// docs/models/thermal.md) as a sc_time. When it is not at least the kernel's time resolution (the
+// sensed temperature so far above the anchor that the cells would need refreshing more often than
+// the simulator can tell times apart: the refresh cannot keep up, typically a die whose
+// temperature ran away under its own refresh power), the run stops with a one-line input error
+// naming the temperature (`at`) and the interval; a run not yet started throws a config_error.
+sc_core::sc_time scaled_refresh_interval(double base_us, double scale, const std::string& at);
 
 class refresh_control;
 class retention_model;
@@ -48,8 +59,12 @@ class lifetime_rule {
   // Its last consumer completed `lifetime_s` after its producer did; before the array releases it.
   void released(refresh_control& e, std::uint64_t bytes, double lifetime_s);
 
-  // Temperature-aware refresh: intervals and budgets x `s` from now on (1: as given).
-  void set_scale(double s) { m_scale = s; }
+  // Temperature-aware refresh: intervals and budgets x `s` from now on (1: as given); `at` says
+  // at which temperature (for the error of scaled_refresh_interval).
+  void set_scale(double s, std::string at = "") {
+    m_scale = s;
+    m_scale_at = std::move(at);
+  }
   double scale() const { return m_scale; }
   const field_map& fields() const { return m_fields; }
   const std::vector<field_rule>& rules() const { return m_rules; }
@@ -61,6 +76,7 @@ class lifetime_rule {
   std::vector<field_rule> m_rules;
   stall_action m_stall;
   double m_scale = 1.0;
+  std::string m_scale_at;
   stat_group m_stats;
   struct field_counters {
     stat* bits;

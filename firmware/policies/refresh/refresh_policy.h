@@ -105,8 +105,11 @@ class refresh_policy {
   void apply_fields(refresh_control& e, std::uint64_t addr, std::uint64_t bytes, double high,
                     const std::vector<double>& high_us, const std::vector<double>& low_us);
   // The scale of the intervals for `e`'s cells now (temperature-aware refresh; else 1): call at the
-  // start of apply(). Sets temperature_scale() and the lifetime rule's.
-  double scale_for(const refresh_control& e);
+  // start of apply(). Sets temperature_scale() and the lifetime rule's; a scale other than 1
+  // switches `e` to continuous refresh accounting (refresh_control::use_continuous_refresh).
+  double scale_for(refresh_control& e);
+  // "at a sensed X C + a G C guard band": the temperature of the scale (for errors).
+  std::string scale_at() const;
   // An interval given in microseconds, as the policies' keys are.
   static sc_core::sc_time us(double v) { return sc_core::sc_time(v, sc_core::SC_US); }
 

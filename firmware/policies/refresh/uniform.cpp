@@ -13,8 +13,9 @@ class uniform : public refresh_policy {
   std::string name() const override { return "uniform"; }
   double interval_s(bool, bool) const override { return m_us * m_scale * 1e-6; }
   void apply(refresh_control& e, std::uint64_t addr, std::uint64_t bytes, const kv_layer_report*) override {
-    const double v = m_us * scale_for(e);
-    e.set_refresh_interval(addr, bytes, us(v));
+    const double s = scale_for(e);
+    const double v = m_us * s;
+    e.set_refresh_interval(addr, bytes, s == 1.0 ? us(v) : scaled_refresh_interval(m_us, s, scale_at()));
     record(addr, {{double(bytes) * 8, v * 1e-6, all_fields}});
   }
 

@@ -3,6 +3,7 @@
 #include "models/thermal/die_temperature.h"
 #include "platform/trace/timeline.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kelle {
@@ -35,8 +36,12 @@ edram::edram(const sc_core::sc_module_name& name, const memory_args& a)
   m_scope_all = a.params.get_choice("refresh_scope", "written", {"written", "all"}) == "all";
 
   m_intervals.push_back(interval_class{sc_core::sc_time(interval_us, sc_core::SC_US)});
+  m_interval_of.emplace(m_intervals[0].period.value(), 0);
   m_segments.emplace(0, segment{capacity_bytes(), 0, m_scope_all, sc_core::SC_ZERO_TIME});
-  if (m_scope_all) m_intervals[0].live_bytes = capacity_bytes();
+  if (m_scope_all) {
+    m_intervals[0].live_bytes = capacity_bytes();
+    m_active.push_back(0);
+  }
 
   m_stats.energy(energy_kind::refresh, "refresh", "refreshed bits x refresh energy per bit",
                  [this] { return refreshed_bytes() * 8 * m_refresh_J_per_bit; });
@@ -77,22 +82,43 @@ edram::edram(const sc_core::sc_module_name& name, const memory_args& a)
 }
 
 unsigned edram::interval_index(const sc_core::sc_time& period) {
-  for (unsigned i = 0; i < m_intervals.size(); ++i)
-    if (m_intervals[i].period == period) return i;
-  m_intervals.push_back(interval_class{period});
-  return static_cast<unsigned>(m_intervals.size() - 1);
+  const auto [it, added] = m_interval_of.emplace(period.value(), static_cast<unsigned>(m_intervals.size()));
+  if (added) m_intervals.push_back(interval_class{period});
+  return it->second;
+}
+
+void edram::activity_changed(unsigned idx) {
+  const auto at = std::lower_bound(m_active.begin(), m_active.end(), idx);
+  const bool listed = at != m_active.end() && *at == idx;
+  if (m_intervals[idx].live_bytes > 0 && !listed) m_active.insert(at, idx);
+  if (m_intervals[idx].live_bytes == 0 && listed) m_active.erase(at);
+}
+
+void edram::use_continuous_refresh() {
+  if (m_continuous) return;
+  advance(sc_core::sc_time_stamp());  // the grid's ticks up to now, the integral from now on
+  m_continuous = true;
 }
 
 void edram::advance(const sc_core::sc_time& now) {
   if (now <= m_accounted_until) return;
-  const double t0 = m_accounted_until.to_seconds(), t1 = now.to_seconds();
   const bool thermal = die_temperature::current() != nullptr;
+  // The temperature first: reading it may bring the thermal model up to date, which reads every
+  // energy statistic, this array's refresh energy included, which advances this accounting to
+  // `now` (a re-entrant call). The stretch is then accounted already; only what is still missing
+  // is taken from m_accounted_until after the read (else the outer call counted it twice, and a
+  // run with --timeline, whose thermal model updates at every read, differed from one without).
   const double T = thermal ? m_retention.temperature_C() : 0.0;
+  if (now <= m_accounted_until) return;
+  const double t0 = m_accounted_until.to_seconds(), t1 = now.to_seconds();
   if (thermal && T != m_retention.law().reference_C) m_temperature_moved = true;
-  for (auto& c : m_intervals) {
-    if (c.live_bytes == 0) continue;
+  for (const unsigned i : m_active) {
+    interval_class& c = m_intervals[i];
     if (const sc_core::sc_time::value_type p = c.period.value()) {
-      const double ticks = static_cast<double>(now.value() / p - m_accounted_until.value() / p);
+      // Continuous: bytes x dt / interval. The grid: the ticks k x interval in (t0, now].
+      const double ticks = m_continuous ? static_cast<double>(now.value() - m_accounted_until.value()) /
+                                              static_cast<double>(p)
+                                        : static_cast<double>(now.value() / p - m_accounted_until.value() / p);
       c.refreshed_bytes += static_cast<double>(c.live_bytes) * ticks;
     }
     const double bit_s = static_cast<double>(c.live_bytes) * 8 * (t1 - t0);
@@ -117,7 +143,7 @@ double edram::refreshed_bytes() {
 
 std::uint64_t edram::live_bytes() const {
   std::uint64_t s = 0;
-  for (const auto& c : m_intervals) s += c.live_bytes;
+  for (const unsigned i : m_active) s += m_intervals[i].live_bytes;
   return s;
 }
 
@@ -153,13 +179,32 @@ void edram::update(std::uint64_t b, std::uint64_t e, F f) {
   advance(sc_core::sc_time_stamp());
   split(b);
   if (e < capacity_bytes()) split(e);
+  unsigned touched[4];  // classes whose live bytes changed (few per update; more: all checked)
+  std::size_t n_touched = 0;
+  bool many = false;
+  auto touch = [&](unsigned idx) {
+    for (std::size_t i = 0; i < n_touched; ++i)
+      if (touched[i] == idx) return;
+    if (n_touched < 4) touched[n_touched++] = idx;
+    else many = true;
+  };
   for (auto it = m_segments.find(b); it != m_segments.end() && it->first < e; ++it) {
     segment& s = it->second;
     const std::uint64_t n = s.end - it->first;
-    if (s.live) m_intervals[s.interval].live_bytes -= n;
+    if (s.live) {
+      m_intervals[s.interval].live_bytes -= n;
+      touch(s.interval);
+    }
     f(s, n);
-    if (s.live) m_intervals[s.interval].live_bytes += n;
+    if (s.live) {
+      m_intervals[s.interval].live_bytes += n;
+      touch(s.interval);
+    }
   }
+  if (many)
+    for (unsigned i = 0; i < m_intervals.size(); ++i) activity_changed(i);
+  else
+    for (std::size_t i = 0; i < n_touched; ++i) activity_changed(touched[i]);
   merge_around(b, e);
   if (timeline::open()) trace_refresh();
 }
@@ -198,8 +243,8 @@ void edram::set_unrefreshed(std::uint64_t addr, std::uint64_t len) {
 
 void edram::trace_refresh() const {
   double live = 0, watts = 0;
-  for (const auto& c : m_intervals)
-    if (c.live_bytes && c.period > sc_core::SC_ZERO_TIME) {
+  for (const unsigned i : m_active)
+    if (const interval_class& c = m_intervals[i]; c.period > sc_core::SC_ZERO_TIME) {
       live += static_cast<double>(c.live_bytes);
       watts += static_cast<double>(c.live_bytes) * 8 * m_refresh_J_per_bit / c.period.to_seconds();
     }
@@ -214,8 +259,8 @@ void edram::trace_refresh() const {
 double edram::access_share(const sc_core::sc_time&) {
   // Rows refreshed per second per bank x time per row refresh.
   double busy = 0;
-  for (const auto& c : m_intervals)
-    if (c.live_bytes && c.period > sc_core::SC_ZERO_TIME)
+  for (const unsigned i : m_active)
+    if (const interval_class& c = m_intervals[i]; c.period > sc_core::SC_ZERO_TIME)
       busy += static_cast<double>(c.live_bytes) / m_row_bytes / c.period.to_seconds();
   busy *= m_refresh_row_time.to_seconds() / m_banks;
   if (busy >= 0.95) {

@@ -5,7 +5,8 @@
 // that hold live data (`refresh_scope: written`: data written and not released) or every row
 // (`refresh_scope: all`). The bytes refreshed over [t0, t1] for live bytes L with interval I
 // are L x (floor(t1/I) - floor(t0/I)); they are brought up to date whenever the live set
-// changes and when statistics are read. Refresh energy = refreshed bits x energy per bit.
+// changes and when statistics are read (with temperature-aware refresh, once intervals move:
+// L x (t1 - t0) / I, use_continuous_refresh()). Refresh energy = refreshed bits x energy per bit.
 // Refresh steals bank time: each refreshed row keeps its bank busy for refresh_row_ns, so an
 // access sees the banks' bandwidth scaled by the share of time not spent refreshing.
 //
@@ -54,6 +55,19 @@ class edram : public banked_array, public refresh_control {
     f.refresh_interval_s = m_intervals[0].period.to_seconds();
     return f;
   }
+  // Temperature-aware refresh moves intervals: from now on refresh is the integral of live bytes x
+  // dt / interval (the expectation over the ticks' phase, as transient refresh already is), not
+  // ticks on each interval's grid from time 0. Moving bytes to a new interval moves them to
+  // another grid, whose phase is unrelated: each move dropped or doubled up to one pass of them
+  // (a 45 -> 95 C ramp counted 0 refreshes where 1.86 were due). Only then: without it (no thermal
+  // model, or a scale of exactly 1) 2DRP moves bytes between score groups of fixed intervals at
+  // every step, and those runs keep the grid's figures bit for bit.
+  void use_continuous_refresh() override;
+  bool continuous_refresh() const { return m_continuous; }
+  // Interval classes: ever created (one per distinct interval set) and those holding live bytes
+  // now (what the per-access loops visit).
+  std::size_t interval_classes() const { return m_intervals.size(); }
+  std::size_t active_interval_classes() const { return m_active.size(); }
   // Brings refresh accounting up to `now` and returns the bytes refreshed so far.
   double refreshed_bytes() override;
   // Bytes currently refreshed (live data, or the whole array with scope `all`).
@@ -103,7 +117,17 @@ class edram : public banked_array, public refresh_control {
   sc_core::sc_time m_refresh_row_time;
   double m_row_bytes;
   bool m_scope_all;
-  std::vector<interval_class> m_intervals;       // [0] is the default interval
+  // [0] is the default interval. A class is kept for good once created (segments of dead data
+  // keep its index and a rewrite makes them live at it again; its totals stay in the statistics),
+  // but only classes with live bytes are visited per access and per accounting step: m_active,
+  // their indices in increasing order (the order of the sums as before). Temperature-aware
+  // refresh creates a class per distinct scaled interval (bounded by the sensor's resolution
+  // times the policy's intervals; with resolution 0 by the readings); finding one is a map look-up.
+  std::vector<interval_class> m_intervals;
+  std::map<sc_core::sc_time::value_type, unsigned> m_interval_of;  // period -> index
+  std::vector<unsigned> m_active;
+  void activity_changed(unsigned idx);
+  bool m_continuous = false;  // use_continuous_refresh()
   bool m_temperature_moved = false;  // the die left the anchor temperature at some accounting (thermal model)
   std::map<std::uint64_t, segment> m_segments;   // covers [0, capacity) without gaps
   sc_core::sc_time m_accounted_until;

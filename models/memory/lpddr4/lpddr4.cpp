@@ -173,11 +173,13 @@ lpddr4::lpddr4(const sc_core::sc_module_name& name, const memory_args& a, const 
   // PG456, integrated DDR5/LPDDR5 memory controller, "Refresh"). At which temperature the device
   // reports each code is the vendor's; the standard fixes only 1x up to 85 C. The thresholds are
   // the memspec's (refresh_2x_above_C 85 from the standard, refresh_4x_above_C an assumption of
-  // the memspec files). Opt-in with thermal.dram_derating (docs/models/thermal.md, "The DRAM").
+  // the memspec files; both optional in a memspec: 85 and 105 C when absent, so memspec files
+  // written before derating existed still load). Opt-in with thermal.dram_derating
+  // (docs/models/thermal.md, "The DRAM").
   m_tREFI_1x = m_tREFI;
-  m_derate_2x_C = p.get_double("refresh_2x_above_C", spec.num("refresh_2x_above_C"),
+  m_derate_2x_C = p.get_double("refresh_2x_above_C", spec.num_or("refresh_2x_above_C", 85),
                                "DRAM temperature above which MR4 asks for 0.5x tREFI, C", -40, 200);
-  m_derate_4x_C = p.get_double("refresh_4x_above_C", spec.num("refresh_4x_above_C"),
+  m_derate_4x_C = p.get_double("refresh_4x_above_C", spec.num_or("refresh_4x_above_C", 105),
                                "DRAM temperature above which MR4 asks for 0.25x tREFI, C", m_derate_2x_C, 200);
   // How often the controller reads MR4 (an assumption: the thermal model's default step; JESD209-4
   // leaves the polling interval to the system, bounded by the temperature gradient it must track).
@@ -277,11 +279,18 @@ void lpddr4::poll_mr4(tick t) {
   if (rate == m_rate) return;
   const tick old = m_tREFI, next_T = m_tREFI_1x / rate;
   // Each grid: windows that started before t are applied at the old rate (they may still hold the
-  // channel or bank beyond t); the next window comes one new interval after the last one, not
-  // before t; windows already applied beyond t (transfers scheduled ahead) stay as they were.
+  // channel or bank beyond t); windows already applied beyond t (transfers scheduled ahead) stay
+  // as they were. The new grid keeps the old one's phase: it runs on from the last window
+  // (next - old, before time 0 when none has come yet) in steps of the new interval, the first at
+  // or after t (and after that last window). Each grid keeps its own phase, so staggered channels
+  // (banks) stay staggered: moving every grid to max(t, last + new interval) put every window that
+  // fell before t at t, all channels' refreshes at once.
   auto rebase = [&](std::size_t i, tick& next) {
     m_epoch_done[i] += (next - m_epoch_phase[i]) / old;
-    next = std::max(t, next + next_T > old ? next + next_T - old : tick{0});
+    using stick = std::int64_t;
+    const stick last = static_cast<stick>(next) - static_cast<stick>(old), T = static_cast<stick>(next_T);
+    const stick from = std::max(static_cast<stick>(t), last + 1);
+    next = static_cast<tick>(last + (from - last + T - 1) / T * T);
     m_epoch_phase[i] = next;
   };
   if (m_per_bank) {

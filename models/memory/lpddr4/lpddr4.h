@@ -92,6 +92,9 @@ class lpddr4 : public memory_target {
   // (b x channels + c' + 1/2) tREFI / (banks x channels), c' = c when staggered, else 0.
   sc_core::sc_time bank_refresh_phase(unsigned channel, unsigned bank) const;
   bool per_bank_refresh() const { return m_per_bank; }
+  // Start of channel c's first all-bank refresh window not yet applied (windows are applied
+  // lazily, at the channel's next access).
+  sc_core::sc_time next_refresh(unsigned channel) const { return sc_core::sc_time::from_value(m_ch[channel].next_refresh); }
   // Mean latency of a lone stream of requests (one in flight) of `bursts` bursts each on one
   // channel that find their rows open, `channels` channels visited in turn, with refresh:
   // L0 tREFI / (tREFI - tRFC - channels x tRCD) for simultaneous windows (docs, "Validation").

@@ -65,6 +65,12 @@ double memspec_file::num(const std::string& key) const {
   fail(n, key, "expected a number");
 }
 
+double memspec_file::num_or(const std::string& key, double fallback) const {
+  for (const char* s : sections)
+    if (m_root[s][key]) return num(key);
+  return fallback;
+}
+
 std::uint64_t memspec_file::uint(const std::string& key) const {
   const double v = num(key);
   if (v < 0 || v != std::floor(v)) fail(find(key), key, "expected a whole number >= 0");

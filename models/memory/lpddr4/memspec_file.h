@@ -22,6 +22,9 @@ class memspec_file {
   // error naming the file, its line and the key.
   double num(const std::string& key) const;
   std::uint64_t uint(const std::string& key) const;
+  // The value of `key` when the file has it, else `fallback` (keys added after memspec files were
+  // written, e.g. the MR4 derating thresholds: a user's older file stays valid).
+  double num_or(const std::string& key, double fallback) const;
   // Throws a config_error for the first key of the file that no num()/uint() asked for.
   void check_all_used() const;
   const std::string& file() const { return m_file; }

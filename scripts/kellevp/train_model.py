@@ -80,7 +80,7 @@ SIZES = {
     # cores shared with a build (docs/trained-model.md, "The sink model").
     "sinks": _DEFAULT | dict(phases=[(1500, 4, 512), (1100, 2, 1024)], lr=3e-3, min_lr=3e-4, warmup=100,
                              documents=True, refrain=0.2, name="kjv-sinks"),
-    "small-sinks": _SMALL | dict(documents=True, refrain=0.1, name="kjv-sinks"),
+    "small-sinks": _SMALL | dict(documents=True, refrain=0.2, name="kjv-sinks"),
 }
 # The recent window the sink model's far context is measured against (keys per head: the newest,
 # with and without 4 of them spent on the first positions).

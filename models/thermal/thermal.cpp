@@ -132,6 +132,7 @@ void thermal_model::read_trace(const config_node& th) {
     if (!f) th.fail("trace_file", "cannot read '" + path + "'");
     std::string line;
     unsigned n = 0;
+    bool content = false;  // a line other than blanks and comments read: a header only before it
     while (std::getline(f, line)) {
       ++n;
       const auto fail = [&th, &path, n](const std::string& m) {
@@ -146,10 +147,11 @@ void thermal_model::read_trace(const config_node& th) {
       char* e1 = nullptr;
       char* e2 = nullptr;
       const double t = std::strtod(a.c_str(), &e1), C = std::strtod(b.c_str(), &e2);
-      if (e1 == a.c_str() || e2 == b.c_str()) {
-        if (m_t.empty() && n == 1) continue;  // a header line
-        fail("expected time_s,temperature_C, two numbers");
-      }
+      const bool first = !content;
+      content = true;
+      // The first line with content may be a header: neither of its fields a number.
+      if (first && e1 == a.c_str() && e2 == b.c_str()) continue;
+      if (e1 == a.c_str() || e2 == b.c_str()) fail("expected time_s,temperature_C, two numbers");
       auto blank = [](const char* p) {
         while (*p == ' ' || *p == '\t' || *p == '\r') ++p;
         return *p == '\0';

@@ -147,7 +147,7 @@ TEST_CASE("functional: a bad weights file is a one-line error naming the file an
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("functional: workload.model may name a weights file; the shape comes from it", "[functional]") {
+TEST_CASE("functional: workload.model may name a weights file and the shape comes from it", "[functional]") {
   const std::string dir = temp_dir("shape");
   write_llama2c(random_weights(tiny(false), 5), dir + "/m.bin");
   auto cfg = config::from_string("workload: {model: " + dir + "/m.bin}\n", "s.yaml");

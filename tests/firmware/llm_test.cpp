@@ -516,7 +516,7 @@ TEST_CASE("run config: the evictor protects what the KV policy protects (streami
   CHECK(fw["scheduler"]["from"].get<std::string>().find("kelle_edram.yaml") != std::string::npos);
 }
 
-TEST_CASE("run config: the policy's score model takes the evictor's registers; setting both is an error",
+TEST_CASE("run config: the policy's score model takes the evictor's registers and setting both is an error",
           "[llm][run_config]") {
   const std::vector<std::string> base = {"system=kelle_edram", "workload.task=none", "workload.model=llama3.2-3b",
                                          "workload.batch=1", "workload.context_len=16", "workload.decode_len=2"};

@@ -68,7 +68,7 @@ TEST_CASE("moe: DeepSeek-V2-Lite (latent KV, a dense first layer, 2 shared exper
   CHECK(r["llm"]["moe"]["moe_layers"].get<unsigned>() == 26);
 }
 
-TEST_CASE("moe: every scheduler streams the same experts; Kelle's overlap is faster than the baseline's", "[moe][slow]") {
+TEST_CASE("moe: every scheduler streams the same experts and Kelle's overlap is faster than the baseline's", "[moe][slow]") {
   std::map<std::string, nlohmann::json> runs;
   for (const char* s : {"kelle", "baseline", "prefetch"})
     runs[s] = test::llm_run({"workload.model=olmoe-1b-7b", std::string("scheduler=") + s, "workload.context_len=32",

@@ -75,7 +75,7 @@ struct heater : sc_core::sc_module {
 
 }  // namespace
 
-TEST_CASE("retention law: the anchor is the calibrated distribution bit for bit; cooler cells retain longer",
+TEST_CASE("retention law: the anchor is the calibrated distribution bit for bit and cooler cells retain longer",
           "[thermal]") {
   retention_model::temperature_law law;
   law.reference_C = 105;
@@ -221,6 +221,32 @@ TEST_CASE("thermal: bad input is one line naming where and what was expected", "
   const nlohmann::json x = test::llm_run({"workload.model=llama2-7b", "workload.context_len=8", "workload.decode_len=1", "thermal.ambient_C=110",
                                           "thermal.extrapolate=true"});
   CHECK(x["thermal"]["extrapolated"].get<bool>());
+}
+
+TEST_CASE("thermal: a trace file may start with comments and a header and a bad line is named by file and line",
+          "[thermal][errors]") {
+  char tmpl[] = "/tmp/kelle-trace-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl, good = dir + "/good.csv", bad = dir + "/bad.csv", typo = dir + "/typo.csv";
+  std::ofstream(good) << "# die temperature, measured\n\ntime_s,temperature_C\n0,60  # start\n1,60\n";
+  std::ofstream(bad) << "time_s,temperature_C\n0,60\n1,sixty\n";
+  std::ofstream(typo) << "0,6O\n1,60\n";  // a typo in the first line is not taken for a header
+  const std::vector<std::string> base = {"workload.model=llama2-7b", "workload.context_len=8", "workload.decode_len=1",
+                                         "thermal.model=trace"};
+  const nlohmann::json r = test::llm_run(with(base, {"thermal.trace_file=" + good}));
+  CHECK(r["thermal"]["max_C"].get<double>() == 60);
+  CHECK(r["thermal"]["min_C"].get<double>() == 60);
+  for (const auto& [file, line] : {std::pair{bad, 3}, std::pair{typo, 1}}) {
+    std::string e = "no error";
+    try {
+      test::llm_run(with(base, {"thermal.trace_file=" + file}));
+    } catch (const std::runtime_error& x) {
+      e = x.what();
+    }
+    CHECK_THAT(e, Catch::Contains(file + ":" + std::to_string(line)) && Catch::Contains("two numbers"));
+    CHECK(e.find('\n') == std::string::npos);
+  }
+  std::system(("rm -rf " + dir).c_str());
 }
 
 namespace {

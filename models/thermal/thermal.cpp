@@ -18,7 +18,29 @@ std::string num(double v) {
   std::snprintf(b, sizeof b, "%g", v);
   return b;
 }
+
+// A trace's field: a number with nothing but blanks after it. `starts`: whether it begins with one
+// (a field that does not is a header's name).
+bool field_number(const std::string& s, double& v, bool& starts) {
+  char* end = nullptr;
+  v = std::strtod(s.c_str(), &end);
+  starts = end != s.c_str();
+  while (*end == ' ' || *end == '\t' || *end == '\r') ++end;
+  return starts && *end == '\0';
+}
 }  // namespace
+
+void thermal_model::check_given(double C, const std::function<void(const std::string&)>& fail) {
+  if (C < floor_C) fail(num(C) + " C is below " + num(floor_C) + " C, the lowest temperature the models know");
+  if (C > ceiling_C) fail(num(C) + " C is above " + num(ceiling_C) + " C, the highest temperature the models know");
+  if (C < m_valid_min_C || C > m_valid_max_C) {
+    if (!m_extrapolate)
+      fail(num(C) + " C is outside the retention law's validated range " + num(m_valid_min_C) + " to " +
+           num(m_valid_max_C) + " C (tech.edram.retention.validated_min_C, validated_max_C); set thermal.extrapolate: "
+           "true to run beyond it");
+    m_beyond = true;
+  }
+}
 
 thermal_model::thermal_model(const config_node& th, const config_node& tech) {
   const double anchor = tech.get_double("temperature_C", 105, "temperature the figures are given for, C");
@@ -31,25 +53,12 @@ thermal_model::thermal_model(const config_node& th, const config_node& tech) {
                               "allow temperatures outside the retention law's validated range (results say so)");
   const std::string model = th.get_choice("model", "constant", {"constant", "trace", "rc"});
   m_kind = model == "trace" ? kind::trace : model == "rc" ? kind::rc : kind::constant;
-  // A temperature the scenario gives: within the hard limits always, within the validated range
-  // unless the user asks to extrapolate.
-  auto check = [this](double C, const std::function<void(const std::string&)>& fail) {
-    if (C < floor_C) fail(num(C) + " C is below " + num(floor_C) + " C, the lowest temperature the models know");
-    if (C > ceiling_C) fail(num(C) + " C is above " + num(ceiling_C) + " C, the highest temperature the models know");
-    if (C < m_valid_min_C || C > m_valid_max_C) {
-      if (!m_extrapolate)
-        fail(num(C) + " C is outside the retention law's validated range " + num(m_valid_min_C) + " to " +
-             num(m_valid_max_C) + " C (tech.edram.retention.validated_min_C, validated_max_C); set thermal.extrapolate: "
-             "true to run beyond it");
-      m_beyond = true;
-    }
-  };
   auto key_fail = [&th](const std::string& key) {
     return [&th, key](const std::string& m) { th.fail(key, m); };
   };
   if (m_kind != kind::trace) {
     m_ambient_C = th.get_double("ambient_C", anchor, "ambient temperature (constant: the die's), C");
-    check(m_ambient_C, key_fail("ambient_C"));
+    check_given(m_ambient_C, key_fail("ambient_C"));
   }
   if (m_kind == kind::trace) read_trace(th);
   if (m_kind == kind::rc) {
@@ -60,7 +69,7 @@ thermal_model::thermal_model(const config_node& th, const config_node& tech) {
     if (tau <= 0) th.fail("time_constant_s", "a time constant is positive (got " + num(tau) + " s)");
     m_tau = tau;
     m_T = th.get_double("initial_C", m_ambient_C, "the die's temperature at time 0, C (default: ambient_C)");
-    check(m_T, key_fail("initial_C"));
+    check_given(m_T, key_fail("initial_C"));
   }
   m_step_s = th.get_double("step_us", 1000, "the model's update period, us", 1, 1e9) * 1e-6;
   const config_node s = th.child_or_empty("sensor");
@@ -91,15 +100,7 @@ void thermal_model::read_trace(const config_node& th) {
     if (!m_t.empty() && t <= m_t.back())
       fail("time " + num(t) + " s is not after the previous point's " + num(m_t.back()) +
            " s (a trace is in time order, each time once)");
-    if (C < floor_C) fail(num(C) + " C is below " + num(floor_C) + " C, the lowest temperature the models know");
-    if (C > ceiling_C) fail(num(C) + " C is above " + num(ceiling_C) + " C, the highest temperature the models know");
-    if (C < m_valid_min_C || C > m_valid_max_C) {
-      if (!m_extrapolate)
-        fail(num(C) + " C is outside the retention law's validated range " + num(m_valid_min_C) + " to " +
-             num(m_valid_max_C) + " C (tech.edram.retention.validated_min_C, validated_max_C); set thermal.extrapolate: "
-             "true to run beyond it");
-      m_beyond = true;
-    }
+    check_given(C, fail);
     m_t.push_back(t);
     m_C.push_back(C);
   };
@@ -115,15 +116,10 @@ void thermal_model::read_trace(const config_node& th) {
       };
       const auto colon = item.find(':');
       if (colon == std::string::npos) fail("expected t_s:C");
-      char* e1 = nullptr;
-      char* e2 = nullptr;
-      const std::string a = item.substr(0, colon), b = item.substr(colon + 1);
-      const double t = std::strtod(a.c_str(), &e1), C = std::strtod(b.c_str(), &e2);
-      auto blank = [](const char* p) {
-        while (*p == ' ' || *p == '\t') ++p;
-        return *p == '\0';
-      };
-      if (e1 == a.c_str() || !blank(e1) || e2 == b.c_str() || !blank(e2)) fail("expected t_s:C, two numbers");
+      double t, C;
+      bool s1, s2;
+      if (!field_number(item.substr(0, colon), t, s1) || !field_number(item.substr(colon + 1), C, s2))
+        fail("expected t_s:C, two numbers");
       point(t, C, fail);
     }
   } else {
@@ -143,20 +139,14 @@ void thermal_model::read_trace(const config_node& th) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       const auto comma = line.find(',');
       if (comma == std::string::npos) fail("expected time_s,temperature_C");
-      const std::string a = line.substr(0, comma), b = line.substr(comma + 1);
-      char* e1 = nullptr;
-      char* e2 = nullptr;
-      const double t = std::strtod(a.c_str(), &e1), C = std::strtod(b.c_str(), &e2);
+      double t, C;
+      bool s1, s2;
+      const bool ok1 = field_number(line.substr(0, comma), t, s1), ok2 = field_number(line.substr(comma + 1), C, s2);
       const bool first = !content;
       content = true;
-      // The first line with content may be a header: neither of its fields a number.
-      if (first && e1 == a.c_str() && e2 == b.c_str()) continue;
-      if (e1 == a.c_str() || e2 == b.c_str()) fail("expected time_s,temperature_C, two numbers");
-      auto blank = [](const char* p) {
-        while (*p == ' ' || *p == '\t' || *p == '\r') ++p;
-        return *p == '\0';
-      };
-      if (!blank(e1) || !blank(e2)) fail("expected time_s,temperature_C, two numbers");
+      // The first line with content may be a header: neither of its fields begins with a number.
+      if (first && !s1 && !s2) continue;
+      if (!ok1 || !ok2) fail("expected time_s,temperature_C, two numbers");
       point(t, C, fail);
     }
   }

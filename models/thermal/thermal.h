@@ -7,8 +7,8 @@
 //             held over each interval
 // and an on-die sensor (update period, resolution, offset error) that the refresh policies read.
 // The model is lazy: it advances when it is asked (the eDRAM's reads, the policies' passes, the
-// results) and at most once per `step_us`, so it adds no SystemC event and no per-transaction work
-// beyond a comparison.
+// results) and at most once per `step_us`, so it adds no SystemC event; an eDRAM read asks it
+// through one virtual call and, between updates, a comparison.
 #pragma once
 
 #include "models/thermal/die_temperature.h"
@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,9 @@ class thermal_model : public die_temperature {
   void check_running(double T, double now_s);
   void trace_point(double now_s, double power_W);
   void read_trace(const config_node& t);
+  // A temperature the scenario gives: within the hard limits always, within the retention law's
+  // validated range unless `extrapolate` (then marks the run extrapolated); else fail(why).
+  void check_given(double C, const std::function<void(const std::string&)>& fail);
 
   double m_ambient_C = 105;
   bool m_extrapolate = false;

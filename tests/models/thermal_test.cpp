@@ -385,38 +385,34 @@ TEST_CASE("dram derating: a memspec whose quarter tREFI leaves no room for a bur
 
 TEST_CASE("temperature-aware refresh: an interval scaled below the time resolution is an input error, not a crash",
           "[thermal][errors]") {
-  // A die at 150 C (extrapolated) with cells whose retention falls 4.7 decades from 105 C (3 eV):
-  // a 1 ns interval becomes 0.02 ps, which the simulator cannot represent. Before the fix:
-  // "kv_edram: set_refresh_interval: the interval must be positive" from inside the kernel.
-  const std::string out = test::in_child_process([] {
-    auto cfg = config::from_string(
-        "system: kelle_edram\nworkload: {type: llm}\n", "llm.yaml",
-        {"workload.model=llama2-7b", "workload.context_len=8", "workload.decode_len=1", "policy.kv=full",
-         "policy.refresh=uniform", "policy.refresh_interval_us=0.001", "workload.progress=false",
-         "tech.edram.retention.activation_energy_eV=3", "thermal.ambient_C=150", "thermal.extrapolate=true",
-         "policy.temperature_aware=true", "policy.guard_band_C=5"});
-    platform p(cfg);
-    p.run();
-    return "input error: " + p.input_error();
-  });
+  // A 1 ns uniform refresh of cells whose retention falls fast with temperature (3 eV), run with
+  // temperature-aware refresh: the run's input error.
+  auto input_error_of = [](const std::vector<std::string>& thermal) {
+    return test::in_child_process([&] {
+      auto cfg = config::from_string(
+          "system: kelle_edram\nworkload: {type: llm}\n", "llm.yaml",
+          with({"workload.model=llama2-7b", "workload.context_len=8", "workload.decode_len=1", "policy.kv=full",
+                "policy.refresh=uniform", "policy.refresh_interval_us=0.001", "workload.progress=false",
+                "tech.edram.retention.activation_energy_eV=3", "policy.temperature_aware=true"},
+               thermal));
+      platform p(cfg);
+      p.run();
+      return "input error: " + p.input_error();
+    });
+  };
+  // A die at 150 C (extrapolated): retention 4.7 decades below 105 C's, so a 1 ns interval becomes
+  // 0.02 ps, which the simulator cannot represent. Before the fix: "kv_edram:
+  // set_refresh_interval: the interval must be positive" from inside the kernel.
+  const std::string out = input_error_of({"thermal.ambient_C=150", "thermal.extrapolate=true", "policy.guard_band_C=5"});
   CHECK_THAT(out, Catch::StartsWith("input error: temperature-aware refresh cannot keep up at a sensed 150 C + a 5 C "
                                     "guard band") &&
                       Catch::Contains("0.001 us refresh interval") && Catch::Contains("time resolution"));
   CHECK(out.find('\n') == std::string::npos);
   // A die that runs away under its own refresh power (the RC model, no extrapolate): the error
   // says first that it left the validated range, then why the run could not go on.
-  const std::string runaway = test::in_child_process([] {
-    auto cfg = config::from_string(
-        "system: kelle_edram\nworkload: {type: llm}\n", "llm.yaml",
-        {"workload.model=llama2-7b", "workload.context_len=8", "workload.decode_len=1", "policy.kv=full",
-         "policy.refresh=uniform", "policy.refresh_interval_us=0.001", "workload.progress=false",
-         "tech.edram.retention.activation_energy_eV=3", "thermal.model=rc", "thermal.ambient_C=100",
-         "thermal.resistance_K_per_W=400", "thermal.time_constant_s=0.001", "thermal.step_us=100",
-         "policy.temperature_aware=true"});
-    platform p(cfg);
-    p.run();
-    return "input error: " + p.input_error();
-  });
+  const std::string runaway =
+      input_error_of({"thermal.model=rc", "thermal.ambient_C=100", "thermal.resistance_K_per_W=400",
+                      "thermal.time_constant_s=0.001", "thermal.step_us=100"});
   CHECK_THAT(runaway, Catch::StartsWith("input error: thermal: the die reached") &&
                           Catch::Contains("validated range") && Catch::Contains("cannot keep up"));
   CHECK(runaway.find('\n') == std::string::npos);

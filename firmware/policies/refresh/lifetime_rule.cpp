@@ -9,13 +9,14 @@
 
 namespace kelle {
 
-sc_core::sc_time scaled_refresh_interval(double base_us, double scale, const std::string& at) {
-  const double v = base_us * scale;
+sc_core::sc_time scaled_refresh_interval(double base_us, const refresh_scale& s) {
+  const double v = base_us * s.factor;
   const sc_core::sc_time res = sc_core::sc_get_time_resolution();
   if (v * 1e-6 >= res.to_seconds()) return sc_core::sc_time(v, sc_core::SC_US);
   {
-    std::string text = "temperature-aware refresh cannot keep up" + (at.empty() ? "" : " " + at) +
-                             ": the cells retain " + format_number(scale) + " times as long as at the anchor, so a " +
+    std::string text = "temperature-aware refresh cannot keep up at a sensed " + format_number(s.sensed_C) +
+                             " C + a " + format_number(s.guard_C) + " C guard band: the cells retain " +
+                             format_number(s.factor) + " times as long as at the anchor, so a " +
                              format_number(base_us) + " us refresh interval becomes " + format_number(v * 1e6) +
                              " ps, below the simulator's time resolution (" + res.to_string() +
                              "); the die is beyond any temperature the retention law can serve (a temperature "
@@ -69,7 +70,7 @@ void lifetime_rule::placed(refresh_control& e, std::uint64_t addr, std::uint64_t
       e.set_unrefreshed(addr + b, n);
     else
       e.set_refresh_interval(addr + b, n,
-                             r.interval_us > 0 ? scaled_refresh_interval(r.interval_us, m_scale, m_scale_at)
+                             r.interval_us > 0 ? scaled_refresh_interval(r.interval_us, m_scale)
                                                : e.default_refresh_interval());
   }
 }
@@ -80,7 +81,7 @@ void lifetime_rule::released(refresh_control& e, std::uint64_t bytes, double lif
   for (std::size_t f = 0; f < m_fields.size(); ++f) {
     const double n = double(m_fields.begin(bytes, f + 1) - m_fields.begin(bytes, f));
     *m_field[f].bits += n * 8;
-    const double B = m_rules[f].budget_us * 1e-6 * m_scale;
+    const double B = m_rules[f].budget_us * 1e-6 * m_scale.factor;
     if (B <= 0 || n == 0) continue;
     aware = true;
     if (lifetime_s <= B) {

@@ -25,13 +25,22 @@
 
 namespace kelle {
 
-// A refresh interval of `base_us` x `scale` us (a policy's interval x the temperature-aware scale,
-// docs/models/thermal.md) as a sc_time. When it is not at least the kernel's time resolution (the
-// sensed temperature so far above the anchor that the cells would need refreshing more often than
-// the simulator can tell times apart: the refresh cannot keep up, typically a die whose
-// temperature ran away under its own refresh power), the run stops with a one-line input error
-// naming the temperature (`at`) and the interval; a run not yet started throws a config_error.
-sc_core::sc_time scaled_refresh_interval(double base_us, double scale, const std::string& at);
+// The temperature-aware scale of refresh intervals (docs/models/thermal.md): the factor, and the
+// sensed temperature and guard band it was computed for (named by the error below). {1, ...}: the
+// intervals as given.
+struct refresh_scale {
+  double factor = 1.0;
+  double sensed_C = 0;
+  double guard_C = 0;
+};
+
+// A refresh interval of `base_us` x `s.factor` us (a policy's interval x the temperature-aware
+// scale) as a sc_time. When it is not at least the kernel's time resolution (the sensed
+// temperature so far above the anchor that the cells would need refreshing more often than the
+// simulator can tell times apart: the refresh cannot keep up, typically a die whose temperature
+// ran away under its own refresh power), the run stops with a one-line input error naming the
+// temperature and the interval; a run not yet started throws a config_error.
+sc_core::sc_time scaled_refresh_interval(double base_us, const refresh_scale& s);
 
 class refresh_control;
 class retention_model;
@@ -59,13 +68,9 @@ class lifetime_rule {
   // Its last consumer completed `lifetime_s` after its producer did; before the array releases it.
   void released(refresh_control& e, std::uint64_t bytes, double lifetime_s);
 
-  // Temperature-aware refresh: intervals and budgets x `s` from now on (1: as given); `at` says
-  // at which temperature (for the error of scaled_refresh_interval).
-  void set_scale(double s, std::string at = "") {
-    m_scale = s;
-    m_scale_at = std::move(at);
-  }
-  double scale() const { return m_scale; }
+  // Temperature-aware refresh: intervals and budgets x `s.factor` from now on.
+  void set_scale(const refresh_scale& s) { m_scale = s; }
+  double scale() const { return m_scale.factor; }
   const field_map& fields() const { return m_fields; }
   const std::vector<field_rule>& rules() const { return m_rules; }
   stall_action stall() const { return m_stall; }
@@ -75,8 +80,7 @@ class lifetime_rule {
   field_map m_fields;
   std::vector<field_rule> m_rules;
   stall_action m_stall;
-  double m_scale = 1.0;
-  std::string m_scale_at;
+  refresh_scale m_scale;
   stat_group m_stats;
   struct field_counters {
     stat* bits;

@@ -32,17 +32,13 @@ void refresh_policy::record(std::uint64_t addr, std::vector<range> r) {
   m_ranges.emplace_back(addr, std::move(r));
 }
 
-std::string refresh_policy::scale_at() const {
-  return "at a sensed " + format_number(m_sensed_C) + " C + a " + format_number(m_guard_C) + " C guard band";
-}
-
 double refresh_policy::scale_for(refresh_control& e) {
   if (!m_temperature_aware) return 1.0;
   const retention_model& m = e.retention();
   die_temperature* d = die_temperature::current();
   m_sensed_C = d ? d->sensed_C() : m.law().reference_C;
   m_scale = m.retention_factor(m_sensed_C + m_guard_C);
-  if (m_transient) m_transient->set_scale(m_scale, scale_at());
+  if (m_transient) m_transient->set_scale(scale());
   // A scale other than 1 moves intervals with the temperature: the array accounts refresh as the
   // integral of bytes x dt / interval from now on (at the anchor with guard band 0 the scale is
   // exactly 1 and the accounting stays the grid's, bit for bit).
@@ -58,12 +54,11 @@ void refresh_policy::apply_fields(refresh_control& e, std::uint64_t addr, std::u
     const std::uint64_t b = m_kv_fields.begin(bytes, f), n = m_kv_fields.begin(bytes, f + 1) - b;
     const std::uint64_t hi = static_cast<std::uint64_t>(high * double(n));
     const std::uint64_t parts[2][2] = {{addr + b, hi}, {addr + b + hi, n - hi}};
-    const double interval[2] = {high_us[f] * s, low_us[f] * s};
+    const double base[2] = {high_us[f], low_us[f]};
     for (int i = 0; i < 2; ++i) {
       if (parts[i][1] == 0) continue;
-      e.set_refresh_interval(parts[i][0], parts[i][1],
-                             s == 1.0 ? us(interval[i]) : scaled_refresh_interval(i ? low_us[f] : high_us[f], s, scale_at()));
-      ranges.push_back({double(parts[i][1]) * 8, interval[i] * 1e-6, unsigned(f)});
+      e.set_refresh_interval(parts[i][0], parts[i][1], scaled_refresh_interval(base[i], scale()));
+      ranges.push_back({double(parts[i][1]) * 8, base[i] * s * 1e-6, unsigned(f)});
     }
   }
   record(addr, std::move(ranges));

@@ -108,10 +108,8 @@ class refresh_policy {
   // start of apply(). Sets temperature_scale() and the lifetime rule's; a scale other than 1
   // switches `e` to continuous refresh accounting (refresh_control::use_continuous_refresh).
   double scale_for(refresh_control& e);
-  // "at a sensed X C + a G C guard band": the temperature of the scale (for errors).
-  std::string scale_at() const;
-  // An interval given in microseconds, as the policies' keys are.
-  static sc_core::sc_time us(double v) { return sc_core::sc_time(v, sc_core::SC_US); }
+  // The scale of the last apply() with the reading and guard band it was computed for.
+  refresh_scale scale() const { return {m_scale, m_sensed_C, m_guard_C}; }
 
   field_map m_kv_fields;
   std::unique_ptr<lifetime_rule> m_transient;

@@ -14,9 +14,8 @@ class uniform : public refresh_policy {
   double interval_s(bool, bool) const override { return m_us * m_scale * 1e-6; }
   void apply(refresh_control& e, std::uint64_t addr, std::uint64_t bytes, const kv_layer_report*) override {
     const double s = scale_for(e);
-    const double v = m_us * s;
-    e.set_refresh_interval(addr, bytes, s == 1.0 ? us(v) : scaled_refresh_interval(m_us, s, scale_at()));
-    record(addr, {{double(bytes) * 8, v * 1e-6, all_fields}});
+    e.set_refresh_interval(addr, bytes, scaled_refresh_interval(m_us, scale()));
+    record(addr, {{double(bytes) * 8, m_us * s * 1e-6, all_fields}});
   }
 
  private:

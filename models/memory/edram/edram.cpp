@@ -179,32 +179,17 @@ void edram::update(std::uint64_t b, std::uint64_t e, F f) {
   advance(sc_core::sc_time_stamp());
   split(b);
   if (e < capacity_bytes()) split(e);
-  unsigned touched[4];  // classes whose live bytes changed (few per update; more: all checked)
-  std::size_t n_touched = 0;
-  bool many = false;
-  auto touch = [&](unsigned idx) {
-    for (std::size_t i = 0; i < n_touched; ++i)
-      if (touched[i] == idx) return;
-    if (n_touched < 4) touched[n_touched++] = idx;
-    else many = true;
-  };
   for (auto it = m_segments.find(b); it != m_segments.end() && it->first < e; ++it) {
     segment& s = it->second;
     const std::uint64_t n = s.end - it->first;
-    if (s.live) {
-      m_intervals[s.interval].live_bytes -= n;
-      touch(s.interval);
-    }
+    const bool was_live = s.live;
+    const unsigned was = s.interval;
+    if (was_live) m_intervals[was].live_bytes -= n;
     f(s, n);
-    if (s.live) {
-      m_intervals[s.interval].live_bytes += n;
-      touch(s.interval);
-    }
+    if (s.live) m_intervals[s.interval].live_bytes += n;
+    if (was_live) activity_changed(was);
+    if (s.live && (!was_live || s.interval != was)) activity_changed(s.interval);
   }
-  if (many)
-    for (unsigned i = 0; i < m_intervals.size(); ++i) activity_changed(i);
-  else
-    for (std::size_t i = 0; i < n_touched; ++i) activity_changed(touched[i]);
   merge_around(b, e);
   if (timeline::open()) trace_refresh();
 }

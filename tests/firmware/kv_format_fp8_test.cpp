@@ -11,7 +11,9 @@
 #include "platform/config/config.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <tuple>
 
 using namespace kelle;
 
@@ -144,4 +146,76 @@ TEST_CASE("kv_format fp8: a per-tensor scale, one byte per element, its command 
   // An integer code has no such fields.
   auto shield = refresh_policies().create("shield", pol.root().child("policy"));
   CHECK_THAT(shield->set_kv_format(kv_format::named("int4")), Catch::Contains("no sign, exponent or mantissa"));
+}
+
+namespace {
+
+// The specification's rounding by arithmetic (round a / step to nearest, ties to even, at the
+// step of a's binade), independent of the format's search over midpoints: the oracle below.
+std::uint32_t fp8_by_arithmetic(float x, float scale, unsigned exp, unsigned man) {
+  const bool e4m3 = exp == 4;
+  const int bias = (1 << (exp - 1)) - 1;
+  const int top = e4m3 ? (1 << exp) - 1 : (1 << exp) - 2;
+  const unsigned man_top = e4m3 ? (1u << man) - 2 : (1u << man) - 1;
+  const float max = std::ldexp(1.0f + float(man_top) / float(1u << man), top - bias);
+  const std::uint32_t max_code = (unsigned(top) << man) | man_top, beyond = e4m3 ? max_code : 0x7cu;
+  const std::uint32_t sign = std::signbit(x) ? 0x80u : 0u;
+  if (std::isnan(x)) return sign | (e4m3 ? 0x7fu : 0x7eu);
+  const float a = std::fabs(x) / scale;
+  if (std::isinf(a)) return sign | beyond;
+  if (a == 0) return sign;
+  int e;
+  std::frexp(a, &e);
+  const int emin = 1 - bias, eu = std::max(e - 1, emin);
+  const float step = std::ldexp(1.0f, eu - int(man));
+  const float n = std::nearbyint(a / step);
+  if (n * step > max) return sign | beyond;
+  if (e - 1 < emin) return sign | std::uint32_t(n);
+  std::uint32_t biased = std::uint32_t(eu + bias), m = std::uint32_t(n);
+  if (m == (2u << man)) {
+    ++biased;
+    m >>= 1;
+  }
+  return sign | (biased << man) | (m - (1u << man));
+}
+
+}  // namespace
+
+TEST_CASE("kv_format fp8: encode equals the specification's arithmetic on every binary16 value, every midpoint and "
+          "random floats",
+          "[kv_format][fp8]") {
+  for (const auto& [name, exp, man] : {std::tuple<const char*, unsigned, unsigned>{"fp8_e4m3", 4, 3}, {"fp8_e5m2", 5, 2}}) {
+    const kv_format f = kv_format::named(name);
+    INFO(name);
+    for (const float scale : {1.0f, 2.0f, 0.5f, 3.0f, 0.013f}) {
+      const kv_format::group_params p{scale, 0.0f};
+      INFO("scale " << scale);
+      std::uint64_t wrong = 0;
+      for (std::uint32_t h = 0; h < 0x10000; ++h) {
+        const float x = fn::from_half(std::uint16_t(h));
+        wrong += f.quantise(x, p) != fp8_by_arithmetic(x, scale, exp, man);
+      }
+      // Each code's value, the midpoints between neighbours (ties) and the floats either side.
+      for (std::uint32_t c = 0; c < 0x7f; ++c) {
+        const float v = f.dequantise(c, unit), w = f.dequantise(c + 1, unit);
+        if (!std::isfinite(v) || !std::isfinite(w)) continue;
+        for (const float m : {v, (v + w) / 2})
+          for (const float x : {m, std::nextafter(m, 0.0f), std::nextafter(m, 1e30f)})
+            for (const float s : {x * scale, -x * scale})
+              wrong += f.quantise(s, p) != fp8_by_arithmetic(s, scale, exp, man);
+      }
+      std::uint32_t r = 12345;
+      for (int i = 0; i < 200000; ++i) {
+        r = r * 1664525u + 1013904223u;
+        float x;
+        std::memcpy(&x, &r, 4);
+        wrong += f.quantise(x, p) != fp8_by_arithmetic(x, scale, exp, man);
+      }
+      CHECK(wrong == 0);
+      // Decoding at this scale and back at scale 1 (the table follows the scale).
+      const std::uint32_t one = f.quantise(1.0f, unit);
+      CHECK(f.dequantise(one, p) == fn::from_half(fn::to_half(scale)));
+      CHECK(f.dequantise(one, unit) == 1.0f);
+    }
+  }
 }

@@ -20,7 +20,9 @@
 #include "platform/config/config.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace kelle {
@@ -35,8 +37,8 @@ class fp8 : public kv_number_format {
     // the mantissa one below NaN's all ones.
     const int top = m_e4m3 ? (1 << exp) - 1 : (1 << exp) - 2;
     const unsigned man_top = m_e4m3 ? (1u << man) - 2 : (1u << man) - 1;
-    m_max = std::ldexp(1.0f + float(man_top) / float(1u << man), top - m_bias);
     m_max_code = (unsigned(top) << man) | man_top;
+    m_beyond = m_e4m3 ? m_max_code : 0x7cu;
   }
   std::string name() const override { return m_e4m3 ? "fp8_e4m3" : "fp8_e5m2"; }
   unsigned bits() const override { return 8; }
@@ -50,31 +52,41 @@ class fp8 : public kv_number_format {
   }
 
   bool quantises() const override { return true; }
+  // Rounding to nearest, ties to even, on the bits of a = |x| / scale: the float's exponent and
+  // mantissa rounded to `man` bits as one integer (a carry moves into the exponent, as it does
+  // from a binade's top into the next), rebiased; below the smallest normal, the significand
+  // rounded to a count of the subnormals' steps. A magnitude past the largest normal's code is
+  // E5M2's infinity (the next code), E4M3 saturates.
   std::uint32_t encode(float x, const scale& s) const override {
     const std::uint32_t sign = std::signbit(x) ? 0x80u : 0u;
     if (std::isnan(x)) return sign | (m_e4m3 ? 0x7fu : 0x7eu);
     const float a = std::fabs(x) / s.scale;
-    if (std::isinf(a)) return sign | (m_e4m3 ? m_max_code : 0x7cu);
-    if (a == 0) return sign;
-    // a = 1.f x 2^e; the step of the codes at a's binade (or the subnormals' below the normals).
-    int e;
-    std::frexp(a, &e);
-    const int emin = 1 - m_bias;
-    const int eu = std::max(e - 1, emin);
-    const float step = std::ldexp(1.0f, eu - int(m_man));
-    const float n = std::nearbyint(a / step);  // round to nearest, ties to even (the default mode)
-    if (n * step > m_max) return sign | (m_e4m3 ? m_max_code : 0x7cu);  // E4M3 saturates, E5M2 is infinite
-    // Below the normals the code is the count of steps (2^man of them is the smallest normal);
-    // in a binade, 2^man steps are its leading one and a carry to 2^(man+1) the next binade's.
-    if (e - 1 < emin) return sign | std::uint32_t(n);
-    std::uint32_t biased = std::uint32_t(eu + m_bias), m = std::uint32_t(n);
-    if (m == (2u << m_man)) {
-      ++biased;
-      m >>= 1;
+    std::uint32_t u;
+    std::memcpy(&u, &a, sizeof u);
+    if (u >= 0x7f800000u) return sign | m_beyond;  // infinite
+    const int e = int(u >> 23) - 127;               // a = 1.m x 2^e (u < 2^23: below 2^-126, rounds to 0)
+    std::uint32_t k;
+    if (e >= 1 - m_bias) {
+      const unsigned drop = 23 - m_man;
+      k = round_even(u, drop) - (std::uint32_t(127 - m_bias) << m_man);
+    } else {
+      const int drop = 23 + (1 - m_bias) - int(m_man) - e;  // the subnormals' step is 2^(1 - bias - man)
+      k = drop > 24 ? 0 : round_even((u & 0x007fffffu) | 0x00800000u, unsigned(drop));
     }
-    return sign | (biased << m_man) | (m - (1u << m_man));
+    return sign | (k > m_max_code ? m_beyond : k);
   }
+  // A table of the 256 codes' values at the last scale asked for (the scale is per tensor).
   float decode(std::uint32_t code, const scale& s) const override {
+    if (s.scale != m_table_scale) {
+      for (std::uint32_t c = 0; c < 256; ++c) m_table[c] = value(c, s.scale);
+      m_table_scale = s.scale;
+    }
+    return m_table[code & 0xffu];
+  }
+
+ private:
+  // What code `code` stands for at `scale`, as the engine reads it (binary16).
+  float value(std::uint32_t code, float scale) const {
     const bool negative = code & 0x80u;
     const unsigned biased = (code >> m_man) & ((1u << m_exp) - 1), m = code & ((1u << m_man) - 1);
     float v;
@@ -88,15 +100,21 @@ class fp8 : public kv_number_format {
       v = std::ldexp(float((1u << m_man) | m), int(biased) - m_bias - int(m_man));
     }
     // The engine reads binary16 (exact for both formats at scale 1).
-    return fn::from_half(fn::to_half((negative ? -v : v) * s.scale));
+    return fn::from_half(fn::to_half((negative ? -v : v) * scale));
+  }
+  // v >> drop rounded to nearest, ties to even (drop 1 to 24).
+  static std::uint32_t round_even(std::uint32_t v, unsigned drop) {
+    const std::uint32_t r = v >> drop, rest = v & ((1u << drop) - 1), half = 1u << (drop - 1);
+    return r + (rest > half || (rest == half && (r & 1u)));
   }
 
- private:
   unsigned m_exp, m_man, m_code;
   int m_bias;
   bool m_e4m3;
-  float m_max = 0;
   std::uint32_t m_max_code = 0;
+  std::uint32_t m_beyond = 0;  // the code of a magnitude past the largest normal
+  mutable std::array<float, 256> m_table{};
+  mutable float m_table_scale = 0;  // the table's scale (0: none yet; a scale is positive)
 };
 
 }  // namespace

@@ -257,12 +257,16 @@ void functional_run::inject(std::uint64_t addr, unsigned char* data, std::uint64
         }
         const std::uint32_t pos = std::uint32_t(h.slot_pos[slot]);
         const bool high = pos < h.score.size() && h.score[pos] > h.threshold;
-        if (ber) {  // the word's format matters only where a bit flips
+        if (ber) {  // the word's format matters only where a bit flips (ber_flips, a row at a time)
           const int gm = high ? 0 : 2;
+          const std::uint32_t hit = (m_ber_groups[gm] ? 0xff00u : 0u) | (m_ber_groups[gm + 1] ? 0x00ffu : 0u);
+          const std::uint16_t* mask = m_ber_mask[l][v].data() + (a - r.addr) / 2;
           double n = 0;
           for (; a + 2 <= e && a < row_end; a += 2, ++n) {
-            const std::uint32_t f = ber_flips(16, l, v, (a - r.addr) / 2, high);
+            const std::uint32_t f = *mask++ & hit;
             if (!f) continue;  // no flip: read as stored
+            m_flipped[gm] += __builtin_popcount(f & 0xff00u);
+            m_flipped[gm + 1] += __builtin_popcount(f & 0x00ffu);
             const std::uint16_t stored = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
             const std::uint16_t out = m_kv_format.from_word(std::uint16_t(m_kv_format.to_word(stored, m_kv_scale) ^ f), m_kv_scale);
             data[a - addr] = static_cast<unsigned char>(out & 0xff);

@@ -19,6 +19,7 @@
 #include "models/compute/functional/half.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace kelle {
 
@@ -80,6 +81,7 @@ void functional_run::read_quantised(std::uint64_t addr, unsigned char* data, std
   const double now = sc_core::sc_time_stamp().to_seconds();
   const bool faults = m_fault != fault_mode::none;
   const unsigned G = m_kv_fmt.group(), bits = m_kv_fmt.bits();
+  const std::uint32_t lsb = (1u << bits / 2) - 1, msb = ((1u << bits) - 1) & ~lsb;  // the LSB and MSB banks' bits
   const kv_format::group_params fixed = m_kv_fmt.params(0.0f, 0.0f);  // a format without groups: its one scale
   std::uint16_t* vals = m_q_row.data();  // a value group read back (G elements)
   for (unsigned l = 0; l < m_shape.layers; ++l)
@@ -102,6 +104,11 @@ void functional_run::read_quantised(std::uint64_t addr, unsigned char* data, std
         const std::vector<kv_format::group_params>* kg = v || !G ? nullptr : &key_group(l, sq, kvh, pos / G);
         const bool flips = faults && l < m_kv_on_chip;
         const bool high = flips && pos < h.score.size() && h.score[pos] > h.threshold;
+        const bool ber = flips && m_fault == fault_mode::ber;
+        const int gm = high ? 0 : 2;
+        const std::uint32_t hit = (m_ber_groups[gm] ? msb : 0u) | (m_ber_groups[gm + 1] ? lsb : 0u);
+        const std::uint16_t* mask = ber ? m_ber_mask[l][v].data() : nullptr;
+        double ber_read = 0;
         for (; a + 2 <= e && a < row_end; a += 2) {
           const std::uint64_t elem = (a - r.addr) / 2;
           kv_format::group_params p;
@@ -112,7 +119,11 @@ void functional_run::read_quantised(std::uint64_t addr, unsigned char* data, std
           } else {
             if (elem / G != vp_group) {  // the value row's group of G channels, from its written values
               vp_group = elem / G;
-              debug(tlm::TLM_READ_COMMAND, r.addr + vp_group * G * 2, reinterpret_cast<unsigned char*>(vals), G * 2);
+              const std::uint64_t g0 = r.addr + vp_group * G * 2;
+              if (g0 >= addr && g0 + G * 2 <= addr + len)  // in this read, not yet rewritten (rows in order)
+                std::memcpy(vals, data + (g0 - addr), G * 2);
+              else
+                debug(tlm::TLM_READ_COMMAND, g0, reinterpret_cast<unsigned char*>(vals), G * 2);
               float lo = fn::from_half(vals[0]), up = lo;
               for (unsigned i = 1; i < G; ++i) {
                 lo = std::min(lo, fn::from_half(vals[i]));
@@ -124,11 +135,22 @@ void functional_run::read_quantised(std::uint64_t addr, unsigned char* data, std
           }
           const std::uint16_t stored = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
           std::uint32_t code = m_kv_fmt.quantise(fn::from_half(stored), p);
-          if (flips) code = flip(code, bits, l, v, elem, high, now);
+          if (ber) {  // flip_ber inline: the row's bits read counted once, a code's flips where its mask has any
+            ++ber_read;
+            if (const std::uint32_t f = mask[elem] & hit) {
+              m_flipped[gm] += __builtin_popcount(f & msb);
+              m_flipped[gm + 1] += __builtin_popcount(f & lsb);
+              code ^= f;
+            }
+          } else if (flips) {
+            code = flip(code, bits, l, v, elem, high, now);
+          }
           const std::uint16_t out = fn::to_half(m_kv_fmt.dequantise(code, p));
           data[a - addr] = static_cast<unsigned char>(out & 0xff);
           data[a - addr + 1] = static_cast<unsigned char>(out >> 8);
         }
+        m_bits_read[gm] += (bits - bits / 2) * ber_read;
+        m_bits_read[gm + 1] += bits / 2 * ber_read;
       }
     }
 }

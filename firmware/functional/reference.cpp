@@ -85,20 +85,34 @@ void reference_model::quantise_kept(unsigned l, unsigned kvh, const std::vector<
   auto half = [](float x) { return from_half(to_half(x)); };  // as the cache stores it
   m_kq.assign(keys.size() * hd, 0.0f);
   m_vq.assign(keys.size() * hd, 0.0f);
-  if (!G) {  // a format without groups: every element with the format's one scale
-    const kv_format::group_params p = m_fmt.params(0.0f, 0.0f);
-    for (std::size_t j = 0; j < keys.size(); ++j)
-      for (unsigned c = 0; c < hd; ++c) {
-        m_kq[j * hd + c] = m_fmt.dequantise(m_fmt.quantise(half(k(l, kvh, keys[j])[c]), p), p);
-        m_vq[j * hd + c] = m_fmt.dequantise(m_fmt.quantise(half(v(l, kvh, keys[j])[c]), p), p);
-      }
-    return;
-  }
   // What was quantised before is kept: a key group's rows for the kept positions it had (the same
   // positions give the same rows: a position's K never changes), a position's value row.
   const std::size_t head = std::size_t(l) * m_m.cfg.kv_heads + kvh;
   if (m_kgroups.size() <= head) m_kgroups.resize(std::size_t(m_m.cfg.layers) * m_m.cfg.kv_heads);
   if (m_vrow.size() <= head) m_vrow.resize(m_kgroups.size());
+  if (m_krow.size() <= head) m_krow.resize(m_kgroups.size());
+  if (!G) {  // a format without groups: every element with the format's one scale, a position's rows once
+    const kv_format::group_params p = m_fmt.params(0.0f, 0.0f);
+    auto row_of = [&](quantised_group& c, std::uint32_t pos, const float* x) {
+      if (c.keys.size() <= pos) {
+        c.keys.resize(pos + 1, 0);
+        c.rows.resize(std::size_t(pos + 1) * hd, 0.0f);
+      }
+      float* row = &c.rows[std::size_t(pos) * hd];
+      if (!c.keys[pos]) {
+        c.keys[pos] = 1;
+        for (unsigned ch = 0; ch < hd; ++ch) row[ch] = m_fmt.dequantise(m_fmt.quantise(half(x[ch]), p), p);
+      }
+      return row;
+    };
+    for (std::size_t j = 0; j < keys.size(); ++j) {
+      const float* kr = row_of(m_krow[head], keys[j], k(l, kvh, keys[j]));
+      std::copy(kr, kr + hd, m_kq.begin() + std::ptrdiff_t(j * hd));
+      const float* vr = row_of(m_vrow[head], keys[j], v(l, kvh, keys[j]));
+      std::copy(vr, vr + hd, m_vq.begin() + std::ptrdiff_t(j * hd));
+    }
+    return;
+  }
   std::vector<quantised_group>& kg = m_kgroups[head];
   quantised_group& vr = m_vrow[head];  // keys: the positions whose value row is in rows
   // Keys: per channel over the kept positions of each group of G consecutive positions.

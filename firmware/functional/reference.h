@@ -82,13 +82,14 @@ class reference_model {
   std::vector<float> m_kq, m_vq;  // the kept keys' and values' dequantised rows (formats that quantise)
   std::vector<const float*> m_krows, m_vrows;  // scratch: the rows a head's attention reads
   // quantise_kept's results, per (layer, kv head): each key group's dequantised rows for the
-  // kept positions `keys` it last had; each position's dequantised value row (keys[pos] != 0: done).
+  // kept positions `keys` it last had; each position's dequantised value row (keys[pos] != 0: done)
+  // and, for a format without groups, its key row too.
   struct quantised_group {
     std::vector<std::uint32_t> keys;
     std::vector<float> rows;
   };
   std::vector<std::vector<quantised_group>> m_kgroups;
-  std::vector<quantised_group> m_vrow;
+  std::vector<quantised_group> m_vrow, m_krow;
   // Fills m_kq and m_vq with the dequantised K and V rows of `keys` in (layer, kv head).
   void quantise_kept(unsigned layer, unsigned kvh, const std::vector<std::uint32_t>& keys);
   // Latent KV: layer `layer`'s attention of the token at `pos` (normed input xn) into att

@@ -236,6 +236,7 @@ void router::target_method(unsigned ti) {
         } else {  // TLM_COMPLETED: the target answered at once
           push_response(t, sc_core::sc_time_stamp() + d);
         }
+        if (d == sc_core::SC_ZERO_TIME) break;  // accepted now: on to the next request in this activation
         next_trigger(d);
         return;
       }

@@ -88,6 +88,13 @@ tlm::tlm_sync_enum memory_target::nb_transport_fw(tlm::tlm_generic_payload& t, t
                                                   sc_core::sc_time& delay) {
   if (ph == tlm::BEGIN_REQ) {
     if (t.has_mm()) t.acquire();
+    // A request that arrives now and finds room is accepted on the return path (END_REQ), its
+    // service started at once; else it goes through the payload event queue.
+    if (delay == sc_core::SC_ZERO_TIME && m_waiting.empty() && m_in_service < m_queue_depth) {
+      start_service(t);
+      ph = tlm::END_REQ;
+      return tlm::TLM_UPDATED;
+    }
     m_peq.notify(t, ph, delay);
     return tlm::TLM_ACCEPTED;
   }
@@ -120,12 +127,15 @@ void memory_target::peq_cb(tlm::tlm_generic_payload& t, const tlm::tlm_phase& ph
 }
 
 void memory_target::begin_service(tlm::tlm_generic_payload& t) {
-  ++m_in_service;
   // Accept the request: END_REQ lets the initiator send its next request.
   tlm::tlm_phase ph = tlm::END_REQ;
   sc_core::sc_time zero = sc_core::SC_ZERO_TIME;
   socket->nb_transport_bw(t, ph, zero);
+  start_service(t);
+}
 
+void memory_target::start_service(tlm::tlm_generic_payload& t) {
+  ++m_in_service;
   const sc_core::sc_time now = sc_core::sc_time_stamp();
   sc_core::sc_time ready = now;
   const tlm::tlm_response_status status = check(t);

@@ -115,7 +115,8 @@ class memory_target : public sc_core::sc_module {
                                      sc_core::sc_time& delay);
   unsigned int transport_dbg(tlm::tlm_generic_payload& t);
   void peq_cb(tlm::tlm_generic_payload& t, const tlm::tlm_phase& ph);
-  void begin_service(tlm::tlm_generic_payload& t);
+  void begin_service(tlm::tlm_generic_payload& t);  // END_REQ on the backward path, then start_service()
+  void start_service(tlm::tlm_generic_payload& t);  // the request accepted: its service begins now
   void send_next_response();
   void finish_response(tlm::tlm_generic_payload& t);  // END_RESP received
   void end_response(tlm::tlm_generic_payload& t);     // the response channel is free again

@@ -91,30 +91,39 @@ void reference_model::quantise_kept(unsigned l, unsigned kvh, const std::vector<
   if (m_kgroups.size() <= head) m_kgroups.resize(std::size_t(m_m.cfg.layers) * m_m.cfg.kv_heads);
   if (m_vrow.size() <= head) m_vrow.resize(m_kgroups.size());
   if (m_krow.size() <= head) m_krow.resize(m_kgroups.size());
-  if (!G) {  // a format without groups: every element with the format's one scale, a position's rows once
-    const kv_format::group_params p = m_fmt.params(0.0f, 0.0f);
-    auto row_of = [&](quantised_group& c, std::uint32_t pos, const float* x) {
-      if (c.keys.size() <= pos) {
-        c.keys.resize(pos + 1, 0);
-        c.rows.resize(std::size_t(pos + 1) * hd, 0.0f);
+  // A position's row quantised once into `c`: per group of G channels from their extremes (a
+  // grouped format's values), or every channel with the format's one scale (a format without groups).
+  auto position_row = [&](quantised_group& c, std::uint32_t pos, const float* x) -> const float* {
+    if (c.keys.size() <= pos) {
+      c.keys.resize(pos + 1, 0);
+      c.rows.resize(std::size_t(pos + 1) * hd, 0.0f);
+    }
+    float* row = &c.rows[std::size_t(pos) * hd];
+    if (!c.keys[pos]) {
+      c.keys[pos] = 1;
+      const unsigned width = G ? G : hd;
+      for (unsigned c0 = 0; c0 < hd; c0 += width) {
+        float lo = half(x[c0]), hi = lo;
+        for (unsigned ch = c0; G && ch < c0 + width; ++ch) {
+          lo = std::min(lo, half(x[ch]));
+          hi = std::max(hi, half(x[ch]));
+        }
+        const kv_format::group_params p = G ? m_fmt.params(lo, hi) : m_fmt.params(0.0f, 0.0f);
+        for (unsigned ch = c0; ch < c0 + width; ++ch) row[ch] = m_fmt.dequantise(m_fmt.quantise(half(x[ch]), p), p);
       }
-      float* row = &c.rows[std::size_t(pos) * hd];
-      if (!c.keys[pos]) {
-        c.keys[pos] = 1;
-        for (unsigned ch = 0; ch < hd; ++ch) row[ch] = m_fmt.dequantise(m_fmt.quantise(half(x[ch]), p), p);
-      }
-      return row;
-    };
+    }
+    return row;
+  };
+  if (!G) {  // a format without groups: a position's K row is kept as its V row is
     for (std::size_t j = 0; j < keys.size(); ++j) {
-      const float* kr = row_of(m_krow[head], keys[j], k(l, kvh, keys[j]));
+      const float* kr = position_row(m_krow[head], keys[j], k(l, kvh, keys[j]));
       std::copy(kr, kr + hd, m_kq.begin() + std::ptrdiff_t(j * hd));
-      const float* vr = row_of(m_vrow[head], keys[j], v(l, kvh, keys[j]));
+      const float* vr = position_row(m_vrow[head], keys[j], v(l, kvh, keys[j]));
       std::copy(vr, vr + hd, m_vq.begin() + std::ptrdiff_t(j * hd));
     }
     return;
   }
   std::vector<quantised_group>& kg = m_kgroups[head];
-  quantised_group& vr = m_vrow[head];  // keys: the positions whose value row is in rows
   // Keys: per channel over the kept positions of each group of G consecutive positions.
   for (std::size_t j0 = 0; j0 < keys.size();) {
     std::size_t j1 = j0;
@@ -142,25 +151,7 @@ void reference_model::quantise_kept(unsigned l, unsigned kvh, const std::vector<
   }
   // Values: per token over each group of G consecutive channels.
   for (std::size_t j = 0; j < keys.size(); ++j) {
-    const std::uint32_t pos = keys[j];
-    if (vr.keys.size() <= pos) {
-      vr.keys.resize(pos + 1, 0);
-      vr.rows.resize(std::size_t(pos + 1) * hd, 0.0f);
-    }
-    float* row = &vr.rows[std::size_t(pos) * hd];
-    if (!vr.keys[pos]) {
-      vr.keys[pos] = 1;
-      const float* vv = v(l, kvh, pos);
-      for (unsigned c0 = 0; c0 < hd; c0 += G) {
-        float lo = half(vv[c0]), hi = lo;
-        for (unsigned c = c0; c < c0 + G; ++c) {
-          lo = std::min(lo, half(vv[c]));
-          hi = std::max(hi, half(vv[c]));
-        }
-        const kv_format::group_params p = m_fmt.params(lo, hi);
-        for (unsigned c = c0; c < c0 + G; ++c) row[c] = m_fmt.dequantise(m_fmt.quantise(half(vv[c]), p), p);
-      }
-    }
+    const float* row = position_row(m_vrow[head], keys[j], v(l, kvh, keys[j]));
     std::copy(row, row + hd, m_vq.begin() + std::ptrdiff_t(j * hd));
   }
 }

@@ -24,6 +24,8 @@ banked_array::banked_array(const sc_core::sc_module_name& name, const memory_arg
                                   "time accesses waited for banks busy with other accesses")),
       m_round_robin(a.params.get_choice("bank_arbitration", "fcfs", {"fcfs", "round_robin"}) ==
                     "round_robin") {
+  m_interleave_div = divider(m_interleave);
+  m_bank_div = divider(m_banks);
   const double ref_MiB = tech_value(a.tech, cell, "reference_capacity_MiB",
                                     "capacity the cell figures are given for, MiB", 1e-9);
   const double scale = capacity_bytes() / (ref_MiB * 1024 * 1024);
@@ -64,15 +66,17 @@ banked_array::banked_array(const sc_core::sc_module_name& name, const memory_arg
 template <class F>
 void banked_array::for_each_bank(std::uint64_t addr, std::uint64_t len, F f) const {
   // Bytes of this access in each bank, from the chunk range [c0, c1] it covers.
-  const std::uint64_t c0 = addr / m_interleave, c1 = (addr + len - 1) / m_interleave;
+  const divider& g = m_interleave_div;
+  const divider& nb = m_bank_div;
+  const std::uint64_t c0 = g.div(addr), c1 = g.div(addr + len - 1);
   const std::uint64_t chunks = c1 - c0 + 1;
-  const std::uint64_t rounds = chunks / m_banks, extra = chunks % m_banks;
-  const unsigned first_bank = static_cast<unsigned>(c0 % m_banks);
-  const unsigned last_bank = static_cast<unsigned>(c1 % m_banks);
-  const std::uint64_t head_cut = addr % m_interleave;                        // bytes before addr
+  const std::uint64_t rounds = nb.div(chunks), extra = nb.mod(chunks);
+  const unsigned first_bank = static_cast<unsigned>(nb.mod(c0));
+  const unsigned last_bank = static_cast<unsigned>(nb.mod(c1));
+  const std::uint64_t head_cut = g.mod(addr);                                // bytes before addr
   const std::uint64_t tail_cut = (c1 + 1) * m_interleave - (addr + len);     // bytes after the end
   for (unsigned i = 0; i < m_banks && i < chunks; ++i) {
-    const unsigned b = (first_bank + i) % m_banks;
+    const unsigned b = first_bank + i < m_banks ? first_bank + i : first_bank + i - m_banks;
     std::uint64_t bytes = (rounds + (i < extra ? 1 : 0)) * m_interleave;
     if (b == first_bank) bytes -= head_cut;
     if (b == last_bank) bytes -= tail_cut;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include "models/memory/memory_target.h"
+#include "platform/support/divider.h"
 
 #include <deque>
 #include <map>
@@ -46,6 +47,7 @@ class banked_array : public memory_target {
 
   unsigned m_banks;
   std::uint64_t m_interleave;   // bytes per bank before moving to the next bank
+  divider m_interleave_div, m_bank_div;  // by m_interleave and m_banks, on the hot path
   double m_bank_Bps;            // bytes per second of one bank
   sc_core::sc_time m_latency;   // access latency of the array
   double m_energy_J_per_B;      // dynamic energy per byte read or written

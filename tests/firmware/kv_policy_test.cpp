@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <random>
 #include <set>
+#include <vector>
 
 using namespace kelle;
 
@@ -401,4 +403,29 @@ TEST_CASE("kv policies: the tokens they protect, which the firmware programs int
   // H2O: no sinks, half the budget recent.
   CHECK(prot("h2o", "kv_budget: 40").sink_tokens == 0);
   CHECK(prot("h2o", "kv_budget: 40").recent_window == 20);
+}
+
+TEST_CASE("kv score median: the guessed band gives the element of rank n / 2 as a full selection does", "[kv]") {
+  // A head's scores over many steps: each step adds a little to every score, replaces a few,
+  // and now and then jumps (the band misses and the whole set is ordered); sizes odd and even,
+  // ties included.
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{5}, std::size_t{64}, std::size_t{2048}, std::size_t{2049}}) {
+    std::vector<double> s(n);
+    for (auto& x : s) x = std::floor(u(rng) * 50) / 10;  // coarse values: many ties
+    median_guess g;
+    std::vector<double> band;
+    for (int step = 0; step < 300; ++step) {
+      for (auto& x : s) x += u(rng) * 1e-3;
+      s[rng() % n] = u(rng) * 5;
+      if (step % 97 == 96)
+        for (auto& x : s) x *= 3;
+      std::vector<double> copy = s;
+      const double full = score_median(copy);
+      const std::vector<double> before = s;
+      REQUIRE(score_median(s, g, band) == full);
+      REQUIRE(s == before);  // the scores themselves are left as they are
+    }
+  }
 }

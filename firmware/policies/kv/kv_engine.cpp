@@ -307,18 +307,26 @@ void kv_engine::score_layer(unsigned s, unsigned li, u32 p) {
 }
 
 std::size_t kv_engine::victim(const head_state& hs, u64 newest) const {
-  std::size_t best = hs.pos.size();
-  const bool by_age = m_p.victim == kv_engine_params::victim_rule::oldest;
-  for (std::size_t i = 0; i < hs.pos.size(); ++i) {
-    if (is_protected(hs.pos[i], newest)) continue;
-    if (best == hs.pos.size()) {
-      best = i;
-      continue;
+  // The unprotected token of least score (the oldest on ties), or the oldest one. The best so
+  // far is kept in locals: this scan runs for every tracked head at every step.
+  const std::size_t n = hs.pos.size();
+  const u32* pos = hs.pos.data();
+  const double* score = hs.score.data();
+  std::size_t best = n;
+  u32 best_pos = 0;
+  double best_score = 0;
+  if (m_p.victim == kv_engine_params::victim_rule::oldest) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (is_protected(pos[i], newest)) continue;
+      if (best == n || pos[i] < best_pos) best = i, best_pos = pos[i];
     }
-    const bool better = by_age ? hs.pos[i] < hs.pos[best]
-                               : (hs.score[i] < hs.score[best] ||
-                                  (hs.score[i] == hs.score[best] && hs.pos[i] < hs.pos[best]));
-    if (better) best = i;
+    return best;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (is_protected(pos[i], newest)) continue;
+    const double s = score[i];
+    if (best == n || s < best_score || (s == best_score && pos[i] < best_pos))
+      best = i, best_pos = pos[i], best_score = s;
   }
   return best;
 }

@@ -88,6 +88,7 @@ class kv_engine final : public kv_policy {
   struct head_state {
     std::vector<u32> pos;       // slot -> token position (slots reused in place)
     std::vector<double> score;  // slot -> accumulated score
+    median_guess median;        // where the 2DRP threshold was last (groups)
   };
   struct layer_state {
     std::vector<head_state> heads;    // tracked KV heads

@@ -47,8 +47,7 @@ void kv_engine::groups(layer_state& ls) {
   double hkv = 0, lkv = 0;
   for (head_state& hs : ls.heads) {
     if (hs.pos.empty()) continue;
-    m_tmp = hs.score;
-    const double median = score_median(m_tmp);
+    const double median = score_median(hs.score, hs.median, m_tmp);
     for (std::size_t i = 0; i < hs.pos.size(); ++i) {
       const bool high = hs.score[i] > median;
       const u32 p = hs.pos[i];

@@ -3,6 +3,7 @@
 #include "firmware/policies/kv/kv_policy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 
 namespace kelle {
@@ -37,6 +38,32 @@ double score_median(std::vector<double>& scores) {
   const auto mid = scores.begin() + static_cast<std::ptrdiff_t>(scores.size() / 2);
   std::nth_element(scores.begin(), mid, scores.end());
   return *mid;
+}
+
+double score_median(const std::vector<double>& scores, median_guess& g, std::vector<double>& band) {
+  const std::size_t n = scores.size(), t = n / 2;
+  band.resize(n);
+  if (g.half_width >= 0) {
+    const double lo = g.centre - g.half_width, hi = g.centre + g.half_width;
+    std::size_t below = 0, m = 0;
+    for (std::size_t i = 0; i < n; ++i) {  // without branches: the outcome is a coin toss
+      const double x = scores[i];
+      below += x < lo;
+      band[m] = x;
+      m += (x >= lo) & (x <= hi);
+    }
+    if (below <= t && t < below + m) {  // the element of rank t is the band's of rank t - below
+      const auto mid = band.begin() + static_cast<std::ptrdiff_t>(t - below);
+      std::nth_element(band.begin(), mid, band.begin() + static_cast<std::ptrdiff_t>(m));
+      g.centre = *mid;
+      if (m > 256) g.half_width /= 2;  // keep the band small: a few dozen elements
+      return g.centre;
+    }
+  }
+  std::copy(scores.begin(), scores.end(), band.begin());
+  g.centre = score_median(band);
+  g.half_width = g.half_width > 0 ? 2 * g.half_width : std::max(1e-3 * std::fabs(g.centre), 1e-300);
+  return g.centre;
 }
 
 kv_layer_report kv_policy::layer_total(unsigned layer) const {

@@ -50,6 +50,14 @@ struct kv_layer_report {
 // The 2DRP threshold of a head: the median of its scores, the element of rank size / 2 (the
 // upper of the two middle ones for an even size). Reorders `scores`, which must not be empty.
 double score_median(std::vector<double>& scores);
+// The same value, for a set whose median moves little from call to call (a head's scores from
+// step to step): only the elements within `half_width` of the last median are ordered, found in
+// one pass; when the median is not among them, the whole set is (and the band widens). `band` is
+// scratch space. Leaves `scores` as it is.
+struct median_guess {
+  double centre = 0, half_width = -1;  // half_width < 0: no guess yet
+};
+double score_median(const std::vector<double>& scores, median_guess& guess, std::vector<double>& band);
 
 class kv_policy {
  public:

@@ -110,7 +110,8 @@ cmd_status evictor::execute(const command& c) {
   sc_core::wait(cycles(static_cast<double>(m_select_cycles)));
   m_active_cycles += static_cast<double>(m_select_cycles);
 
-  std::vector<std::uint32_t> victims(c.m);
+  std::vector<std::uint32_t>& victims = m_last.victims;
+  victims.assign(c.m, 0);
   unsigned protected_heads = 0;
   for (unsigned h = 0; h < c.m; ++h) {
     const std::uint32_t v = m_board.victim(h, c.k, c.n);
@@ -126,11 +127,19 @@ cmd_status evictor::execute(const command& c) {
   m_protected_heads += protected_heads;
   const cmd_status st = transfer(operand_class(c, operand_c), tlm::TLM_WRITE_COMMAND, c.addr_c, std::uint64_t(c.m) * index_bytes);
   if (st == cmd_status::ok) ++m_selections;
-  m_last = {{"victims", victims},
-            {"protected_heads", protected_heads},
-            {"select_cycles", m_select_cycles},
-            {"energy_J", static_cast<double>(m_select_cycles) / clock_Hz() * m_power_W}};
+  m_last.valid = true;
+  m_last.protected_heads = protected_heads;
+  m_last.select_cycles = m_select_cycles;
+  m_last.energy_J = static_cast<double>(m_select_cycles) / clock_Hz() * m_power_W;
   return st;
+}
+
+nlohmann::json evictor::last_command_report() const {
+  if (!m_last.valid) return nlohmann::json::object();
+  return {{"victims", m_last.victims},
+          {"protected_heads", m_last.protected_heads},
+          {"select_cycles", m_last.select_cycles},
+          {"energy_J", m_last.energy_J}};
 }
 
 KELLE_REGISTER(compute_blocks(), "evictor",

@@ -54,7 +54,7 @@ class evictor : public compute_block, public score_listener {
 
   std::array<std::uint64_t, 4> operand_bytes(const command& c) const override;
   // victims (per head), protected_heads, select_cycles, energy_J of the last evict_select.
-  nlohmann::json last_command_report() const override { return m_last; }
+  nlohmann::json last_command_report() const override;
 
   std::uint64_t max_heads() const { return m_max_heads; }
   std::uint64_t max_slots() const { return m_max_slots; }  // KV slots per head (a command's k at most)
@@ -93,7 +93,14 @@ class evictor : public compute_block, public score_listener {
   stat& m_selections;
   stat& m_victims;
   stat& m_protected_heads;
-  nlohmann::json m_last = nlohmann::json::object();
+  // The last command's figures (last_command_report() builds its JSON only when asked).
+  struct last_figures {
+    bool valid = false;
+    std::vector<std::uint32_t> victims;  // per head; reused from command to command
+    unsigned protected_heads = 0;
+    std::uint64_t select_cycles = 0;
+    double energy_J = 0;
+  } m_last;
 };
 
 }  // namespace kelle

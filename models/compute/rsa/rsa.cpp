@@ -1,6 +1,7 @@
 #include "models/compute/rsa/rsa.h"
 
 #include "models/compute/kv_format/kv_format.h"
+#include "platform/support/divider.h"
 
 #include <algorithm>
 #include <cmath>
@@ -153,6 +154,7 @@ cmd_status rsa::execute(const command& c) {
         fold_end[f] = total;
       }
   const std::uint64_t chunk = chunk_bytes(total);
+  const divider by_chunk(chunk);  // a shift for the usual power-of-two chunks
   const std::size_t chunks = static_cast<std::size_t>(ceil_div(total, chunk));
   const double cyc = 1.0 / clock_Hz();
   const double fill = static_cast<double>(ceil_div(m_rows, m_rows_per_cycle)) * cyc;
@@ -167,8 +169,8 @@ cmd_status rsa::execute(const command& c) {
   double prev_stream = t0, prev_end = t0, stall = 0.0, compute_end = t0, first_row_out = -1.0;
   auto advance = [&] {
     while (arrived_prefix < chunks && arrival[arrived_prefix] >= 0) ++arrived_prefix;
-    while (next_fold < F && (fold_end[next_fold] - 1) / chunk < arrived_prefix) {
-      const double ready = arrival[(fold_end[next_fold] - 1) / chunk];
+    while (next_fold < F && by_chunk.div(fold_end[next_fold] - 1) < arrived_prefix) {
+      const double ready = arrival[by_chunk.div(fold_end[next_fold] - 1)];
       const double earliest = m_double_buffered ? prev_stream : prev_end;
       const double load = std::max(earliest, ready);
       stall += load - earliest;
@@ -233,14 +235,26 @@ cmd_status rsa::execute(const command& c) {
   m_stall_cycles += stall * clock_Hz();
   if (!held) m_weight_bytes += static_cast<double>(total);
   const double cycles = to_cycles(sc_core::sc_time_stamp() - start);
-  m_last = {{"macs", macs},
-            {"folds", F},
-            {"array_cycles", array_cycles},
-            {"ideal_array_cycles", ideal_cycles(Mp, K, N, B)},
-            {"stall_cycles", stall * clock_Hz()},
-            {"utilization", cycles > 0 ? macs / (cycles * m_rows * m_cols) : 0.0},
-            {"energy_J", macs * m_mac_J + std::max(0.0, array_cycles * m_rows * m_cols - macs) * m_idle_J}};
+  m_last.valid = true;
+  m_last.macs = macs;
+  m_last.folds = F;
+  m_last.array_cycles = array_cycles;
+  m_last.ideal_array_cycles = ideal_cycles(Mp, K, N, B);
+  m_last.stall_cycles = stall * clock_Hz();
+  m_last.utilization = cycles > 0 ? macs / (cycles * m_rows * m_cols) : 0.0;
+  m_last.energy_J = macs * m_mac_J + std::max(0.0, array_cycles * m_rows * m_cols - macs) * m_idle_J;
   return st;
+}
+
+nlohmann::json rsa::last_command_report() const {
+  if (!m_last.valid) return nlohmann::json::object();
+  return {{"macs", m_last.macs},
+          {"folds", m_last.folds},
+          {"array_cycles", m_last.array_cycles},
+          {"ideal_array_cycles", m_last.ideal_array_cycles},
+          {"stall_cycles", m_last.stall_cycles},
+          {"utilization", m_last.utilization},
+          {"energy_J", m_last.energy_J}};
 }
 
 KELLE_REGISTER(compute_blocks(), "rsa", "reconfigurable systolic array, weight-stationary GEMM",

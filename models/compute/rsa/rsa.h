@@ -47,7 +47,7 @@ class rsa : public compute_block {
   double ideal_cycles(std::uint64_t m, std::uint64_t k, std::uint64_t n, std::uint64_t batch = 1) const;
 
   std::array<std::uint64_t, 4> operand_bytes(const command& c) const override;
-  nlohmann::json last_command_report() const override { return m_last; }
+  nlohmann::json last_command_report() const override;
   // MACs over the PEs.
   double work_cycles_at_peak() const override { return m_macs.value() / (double(m_rows) * double(m_cols)); }
   // ideal_cycles() of the command (stacked rows included); MACs and idle PE-cycles as execute()
@@ -77,7 +77,12 @@ class rsa : public compute_block {
   stat& m_recompute_macs;
   stat& m_weight_bytes;
   array_params m_array;            // the above, for systolic_array()
-  nlohmann::json m_last;
+  // The last command's figures (last_command_report() builds its JSON only when asked).
+  struct last_figures {
+    bool valid = false;
+    double macs = 0, array_cycles = 0, ideal_array_cycles = 0, stall_cycles = 0, utilization = 0, energy_J = 0;
+    std::uint64_t folds = 0;
+  } m_last;
   score_listener* m_listener = nullptr;
   // overlap_commands: when the array finishes the command being completed, and when the places
   // of the operand buffer its last chunks hold free up (s).

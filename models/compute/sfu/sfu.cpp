@@ -189,13 +189,24 @@ cmd_status sfu::execute(const command& c) {
   const double elements = m_op_elements[i]->value() - elements0;
   const double lanes = static_cast<double>(c.op == opcode::min_search ? m_min_lanes : m_lanes);
   const double cycles = to_cycles(sc_core::sc_time_stamp() - start);
-  m_last = {{"elements", elements},
-            {"tiles", m_tiles.value() - tiles0},
-            {"beats", m_beats.value() - beats0},
-            {"operand_wait_cycles", m_operand_wait.value() - wait0},
-            {"utilization", cycles > 0 ? elements / (lanes * cycles) : 0.0},
-            {"energy_J", elements * m_energy_J_per_element[i]}};
+  m_last.valid = true;
+  m_last.elements = elements;
+  m_last.tiles = m_tiles.value() - tiles0;
+  m_last.beats = m_beats.value() - beats0;
+  m_last.operand_wait_cycles = m_operand_wait.value() - wait0;
+  m_last.utilization = cycles > 0 ? elements / (lanes * cycles) : 0.0;
+  m_last.energy_J = elements * m_energy_J_per_element[i];
   return st;
+}
+
+nlohmann::json sfu::last_command_report() const {
+  if (!m_last.valid) return nlohmann::json::object();
+  return {{"elements", m_last.elements},
+          {"tiles", m_last.tiles},
+          {"beats", m_last.beats},
+          {"operand_wait_cycles", m_last.operand_wait_cycles},
+          {"utilization", m_last.utilization},
+          {"energy_J", m_last.energy_J}};
 }
 
 cmd_status sfu::run_command(const command& c, const op_info& oi) {

@@ -24,7 +24,7 @@ class sfu : public compute_block {
   // (min_search). All zero for an opcode the SFU does not implement.
   std::array<std::uint64_t, 4> operand_bytes(const command& c) const override;
   // elements, tiles, beats, operand_wait_cycles, utilization, energy_J of the last command.
-  nlohmann::json last_command_report() const override { return m_last; }
+  nlohmann::json last_command_report() const override;
   double work_cycles_at_peak() const override;  // elements over lanes (min_search: its own lanes)
   // Beats of the command's passes over its elements (a row's last beat may be partial), and its
   // elements x energy per element.
@@ -85,7 +85,11 @@ class sfu : public compute_block {
   stat& m_beats;
   stat& m_operand_wait;
   stat& m_tiles;
-  nlohmann::json m_last = nlohmann::json::object();
+  // The last command's figures (last_command_report() builds its JSON only when asked).
+  struct last_figures {
+    bool valid = false;
+    double elements = 0, tiles = 0, beats = 0, operand_wait_cycles = 0, utilization = 0, energy_J = 0;
+  } m_last;
 };
 
 }  // namespace kelle

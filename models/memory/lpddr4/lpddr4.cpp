@@ -100,6 +100,12 @@ lpddr4::lpddr4(const sc_core::sc_module_name& name, const memory_args& a, const 
   m_t.tRTW = ns_time(tCK_ns * (std::ceil(tDQSCK_ns / tCK_ns - 1e-9) + tWPRE_clk));
   m_groups = static_cast<unsigned>(p.get_uint("bank_groups", spec.uint("bank_groups"), "bank groups per channel (1: none)", 1, 64));
   if (m_banks % m_groups != 0) p.fail("bank_groups", "must divide banks_per_channel (" + std::to_string(m_banks) + ")");
+  m_row_div = divider(m_row_bytes);
+  m_bank_div = divider(m_banks);
+  m_burst_div = divider(m_burst_bytes);
+  m_interleave_div = divider(m_interleave);
+  m_channel_div = divider(m_channels);
+  m_group_div = divider(m_groups);
   m_t.tCCD_L = ns_time(p.get_double("tCCD_L_ns", spec.num("tCCD_L_ns"),
                                     "column-to-column delay within a bank group in ns (0: the burst time)", 0, 1e3));
   m_policy = p.get_choice("scheduling", "fcfs", {"fcfs", "frfcfs"}) == "frfcfs" ? scheduling::frfcfs
@@ -406,7 +412,7 @@ lpddr4::plan lpddr4::plan_segment(unsigned c, unsigned b, std::uint64_t row, boo
   if (!write && ch.wrote) col = std::max(col, ch.last_write_end + m_tWTR);
   tick ds = std::max(col + (write ? m_tCWL : m_tCL), ch.bus_free);
   if (write && ch.last_was_read) ds = std::max(ds, ch.bus_free + m_tRTW);
-  if (m_groups > 1 && b % m_groups == ch.last_group) ds = std::max(ds, ch.last_burst_start + m_tCCD_L);
+  if (m_groups > 1 && m_group_div.mod(b) == ch.last_group) ds = std::max(ds, ch.last_burst_start + m_tCCD_L);
   p.data_start = ds;
   return p;
 }
@@ -464,7 +470,7 @@ lpddr4::tick lpddr4::serve_segment(unsigned c, unsigned b, std::uint64_t row, st
       }
       ch.bus_free = data_end;
       ch.last_was_read = !write;
-      ch.last_group = b % m_groups;
+      ch.last_group = static_cast<unsigned>(m_group_div.mod(b));
       ch.last_burst_start = data_end - m_tB;
       n -= now_bursts;
     }
@@ -485,28 +491,31 @@ void lpddr4::for_each_segment(std::uint64_t la0, std::uint64_t la1, F&& f) const
   // [la0, la1) is contiguous in the channel's own address space: row segments of row_bytes
   // each, banks cycling fastest.
   const std::uint64_t R = m_row_bytes, bb = m_burst_bytes;
-  const std::uint64_t s0 = la0 / R, s1 = (la1 - 1) / R;
+  const std::uint64_t s0 = m_row_div.div(la0), s1 = m_row_div.div(la1 - 1);
   for (std::uint64_t s = s0; s <= s1; ++s) {
     const std::uint64_t lo = s == s0 ? la0 - s * R : 0;
     const std::uint64_t hi = s == s1 ? la1 - s * R : R;
-    f(static_cast<unsigned>(s % m_banks), s / m_banks, (hi + bb - 1) / bb - lo / bb);
+    f(static_cast<unsigned>(m_bank_div.mod(s)), m_bank_div.div(s),
+      m_burst_div.div(hi + bb - 1) - m_burst_div.div(lo));
   }
 }
 
 template <class F>
 void lpddr4::for_each_channel_part(std::uint64_t addr, std::uint64_t len, F&& f) const {
   const std::uint64_t G = m_interleave, C = m_channels;
-  const std::uint64_t k0 = addr / G, k1 = (addr + len - 1) / G;  // first and last chunk
-  const std::uint64_t head = addr % G, tail = (addr + len - 1) % G + 1;
+  const divider& g = m_interleave_div;
+  const divider& c = m_channel_div;
+  const std::uint64_t k0 = g.div(addr), k1 = g.div(addr + len - 1);  // first and last chunk
+  const std::uint64_t head = g.mod(addr), tail = g.mod(addr + len - 1) + 1;
   const std::uint64_t nch = std::min<std::uint64_t>(C, k1 - k0 + 1);
   for (std::uint64_t i = 0; i < nch; ++i) {
     // The chunks of channel kf % C are kf, kf + C, ..., kl; in the channel's own address space
     // they are contiguous, chunk k at (k / C) x G.
     const std::uint64_t kf = k0 + i;
-    const std::uint64_t kl = k1 - (k1 - kf) % C;
-    const std::uint64_t la0 = (kf / C) * G + (kf == k0 ? head : 0);
-    const std::uint64_t la1 = (kl / C) * G + (kl == k1 ? tail : G);
-    f(static_cast<unsigned>(kf % C), la0, la1);
+    const std::uint64_t kl = k1 - c.mod(k1 - kf);
+    const std::uint64_t la0 = c.div(kf) * G + (kf == k0 ? head : 0);
+    const std::uint64_t la1 = c.div(kl) * G + (kl == k1 ? tail : G);
+    f(static_cast<unsigned>(c.mod(kf)), la0, la1);
   }
 }
 

@@ -18,6 +18,7 @@
 
 #include "models/memory/memory_target.h"
 #include "models/thermal/die_temperature.h"
+#include "platform/support/divider.h"
 
 #include <vector>
 
@@ -195,6 +196,8 @@ class lpddr4 : public memory_target {
   scheduling m_policy;
   refresh_alignment m_alignment;
   unsigned m_groups;          // bank groups (1: none)
+  // Division by the organisation's sizes on the hot path (shifts for powers of two).
+  divider m_row_div, m_bank_div, m_burst_div, m_interleave_div, m_channel_div, m_group_div;
   unsigned m_max_bypass;      // frfcfs: younger segments served before an old one, at most
   unsigned m_wq_high, m_wq_low;  // frfcfs: write-queue watermarks per channel (segments)
   timing_set m_t;

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <limits>
 #include <stdexcept>
 
@@ -117,25 +120,48 @@ void kv_engine::check_tokens(u64 n) const {
 void kv_engine::attend(unsigned s, unsigned l, unsigned kv, u64 q, const u32* keys, std::size_t n,
                        double* acc) {
   m_row.resize(n);
+  double* row = m_row.data();
   for (unsigned g = 0; g < m_group; ++g) {
-    m_src->scores(s, l, kv * m_group + g, q, keys, n, m_row.data());
-    double mx = -std::numeric_limits<double>::infinity();
-    for (std::size_t i = 0; i < n; ++i)
-      if (std::isfinite(m_row[i])) mx = std::max(mx, m_row[i]);
+    m_src->scores(s, l, kv * m_group + g, q, keys, n, row);
+    const double mx = finite_max(row, n);
     if (m_p.scores == kv_engine_params::score_model::evictor) {
       const double cap = m_board.max_score();
       for (std::size_t i = 0; i < n; ++i)
-        acc[i] = std::min(cap, acc[i] + m_board.quantise(m_row[i], mx));
+        acc[i] = std::min(cap, acc[i] + m_board.quantise(row[i], mx));
     } else {
       double sum = 0;
       for (std::size_t i = 0; i < n; ++i) {
-        m_row[i] = std::isfinite(m_row[i]) ? std::exp(m_row[i] - mx) : 0.0;
-        sum += m_row[i];
+        row[i] = std::isfinite(row[i]) ? std::exp(row[i] - mx) : 0.0;
+        sum += row[i];
       }
-      if (sum > 0)
-        for (std::size_t i = 0; i < n; ++i) acc[i] += m_row[i] / sum;
+      if (sum > 0) add_quotients(acc, row, n, sum);
     }
   }
+}
+
+double kv_engine::finite_max(const double* x, std::size_t n) {
+  // Four running maxima: the largest value does not depend on the order it is found in, and
+  // one chain of dependent max operations would take their latency per element.
+  constexpr double lowest = -std::numeric_limits<double>::infinity();
+  double m[4] = {lowest, lowest, lowest, lowest};
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int j = 0; j < 4; ++j)
+      if (std::isfinite(x[i + j])) m[j] = std::max(m[j], x[i + j]);
+  for (; i < n; ++i)
+    if (std::isfinite(x[i])) m[0] = std::max(m[0], x[i]);
+  return std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
+}
+
+void kv_engine::add_quotients(double* acc, const double* x, std::size_t n, double d) {
+  // acc[i] += x[i] / d, two lanes at a time (each lane the same IEEE division and addition).
+  std::size_t i = 0;
+#if defined(__SSE2__)
+  const __m128d dv = _mm_set1_pd(d);
+  for (; i + 2 <= n; i += 2)
+    _mm_storeu_pd(acc + i, _mm_add_pd(_mm_loadu_pd(acc + i), _mm_div_pd(_mm_loadu_pd(x + i), dv)));
+#endif
+  for (; i < n; ++i) acc[i] += x[i] / d;
 }
 
 bool kv_engine::can_store_x() const {

@@ -119,6 +119,10 @@ class kv_engine final : public kv_policy {
   // Adds the attention of query `q` (every query head of KV head `kv`'s group) to acc[0..n).
   void attend(unsigned s, unsigned l, unsigned kv, u64 q, const u32* keys, std::size_t n,
               double* acc);
+  // The largest finite value of x[0..n) (-infinity if none).
+  static double finite_max(const double* x, std::size_t n);
+  // acc[i] += x[i] / d for i < n.
+  static void add_quotients(double* acc, const double* x, std::size_t n, double d);
 
   bool bytes_favour_x(std::uint16_t count, double min_saved) const;
   // K and V of one token in one KV head, in the KV cache's format (with its group scales); with

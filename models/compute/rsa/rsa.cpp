@@ -169,23 +169,28 @@ cmd_status rsa::execute(const command& c) {
   double prev_stream = t0, prev_end = t0, stall = 0.0, compute_end = t0, first_row_out = -1.0;
   auto advance = [&] {
     while (arrived_prefix < chunks && arrival[arrived_prefix] >= 0) ++arrived_prefix;
-    while (next_fold < F && by_chunk.div(fold_end[next_fold] - 1) < arrived_prefix) {
-      const double ready = arrival[by_chunk.div(fold_end[next_fold] - 1)];
-      const double earliest = m_double_buffered ? prev_stream : prev_end;
+    // The schedule's state in locals for the loop (the stores to `consumed` could otherwise alias
+    // it and force every value back to memory at each fold).
+    double ps = prev_stream, pe = prev_end, st_sum = stall, ce = compute_end, fro = first_row_out;
+    std::size_t nf = next_fold, nc = next_consumed;
+    const std::uint64_t* fe = fold_end.data();
+    double* cons = consumed.data();
+    const double* arr = arrival.data();
+    while (nf < F && by_chunk.div(fe[nf] - 1) < arrived_prefix) {
+      const double ready = arr[by_chunk.div(fe[nf] - 1)];
+      const double earliest = m_double_buffered ? ps : pe;
       const double load = std::max(earliest, ready);
-      stall += load - earliest;
-      const double stream_start = m_double_buffered && next_fold > 0
-                                      ? std::max(load + fill, prev_stream + stream)
-                                      : load + fill;
-      prev_stream = stream_start;
-      prev_end = compute_end = stream_start + stream + tail;
-      if (first_row_out < 0) first_row_out = stream_start + tail + cyc;
+      st_sum += load - earliest;
+      const double stream_start = m_double_buffered && nf > 0 ? std::max(load + fill, ps + stream) : load + fill;
+      ps = stream_start;
+      pe = ce = stream_start + stream + tail;
+      if (fro < 0) fro = stream_start + tail + cyc;
       // Chunks whose last byte this fold holds are free once its weights are in the PEs.
-      while (next_consumed < chunks &&
-             std::min<std::uint64_t>((next_consumed + 1) * chunk, total) <= fold_end[next_fold])
-        consumed[next_consumed++] = load + fill;
-      ++next_fold;
+      while (nc < chunks && std::min<std::uint64_t>((nc + 1) * chunk, total) <= fe[nf]) cons[nc++] = load + fill;
+      ++nf;
     }
+    prev_stream = ps, prev_end = pe, stall = st_sum, compute_end = ce, first_row_out = fro;
+    next_fold = nf, next_consumed = nc;
   };
   // At least four chunks: a fold may straddle two, and chunks enlarged by the bound on
   // transactions per operand (a simulation granularity) must not throttle the stream.

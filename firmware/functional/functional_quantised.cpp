@@ -46,6 +46,9 @@ void functional_run::connect_quantised(memory_plan& plan) {
   m_key_group_count = G ? (m_context + m_decode + G - 1) / G : 0;
   m_key_groups.assign(std::size_t(m_shape.layers) * m_batch * m_kvh * m_key_group_count, key_group_cache{});
   m_q_row.assign(std::max<std::size_t>(m_hd, G), 0);
+  m_q_cache.assign(m_shape.layers, {});
+  for (auto& lv : m_q_cache)
+    for (auto& c : lv) c.assign(bytes / 2, quantised_element{});
   m_q_lo.assign(m_hd, 0.0f);
   m_q_hi.assign(m_hd, 0.0f);
 }
@@ -108,6 +111,7 @@ void functional_run::read_quantised(std::uint64_t addr, unsigned char* data, std
         const int gm = high ? 0 : 2;
         const std::uint32_t hit = (m_ber_groups[gm] ? msb : 0u) | (m_ber_groups[gm + 1] ? lsb : 0u);
         const std::uint16_t* mask = ber ? m_ber_mask[l][v].data() : nullptr;
+        quantised_element* cache = m_q_cache[l][v].data();
         double ber_read = 0;
         for (; a + 2 <= e && a < row_end; a += 2) {
           const std::uint64_t elem = (a - r.addr) / 2;
@@ -134,18 +138,33 @@ void functional_run::read_quantised(std::uint64_t addr, unsigned char* data, std
             p = vp;
           }
           const std::uint16_t stored = std::uint16_t(data[a - addr] | (data[a - addr + 1] << 8));
-          std::uint32_t code = m_kv_fmt.quantise(fn::from_half(stored), p);
+          // The code and its decoded value of this value at this scale: as last read, or anew.
+          quantised_element& q = cache[elem];
+          std::uint32_t sb, zb;
+          std::memcpy(&sb, &p.scale, 4);
+          std::memcpy(&zb, &p.zero, 4);
+          if (q.stored != stored || q.scale_bits != sb || q.zero_bits != zb) {
+            q.stored = stored;
+            q.scale_bits = sb;
+            q.zero_bits = zb;
+            q.code = m_kv_fmt.quantise(fn::from_half(stored), p);
+            q.decoded = fn::to_half(m_kv_fmt.dequantise(q.code, p));
+          }
+          std::uint32_t code = q.code;
+          bool flipped = false;
           if (ber) {  // flip_ber inline: the row's bits read counted once, a code's flips where its mask has any
             ++ber_read;
             if (const std::uint32_t f = mask[elem] & hit) {
               m_flipped[gm] += __builtin_popcount(f & msb);
               m_flipped[gm + 1] += __builtin_popcount(f & lsb);
               code ^= f;
+              flipped = true;
             }
           } else if (flips) {
             code = flip(code, bits, l, v, elem, high, now);
+            flipped = code != q.code;
           }
-          const std::uint16_t out = fn::to_half(m_kv_fmt.dequantise(code, p));
+          const std::uint16_t out = flipped ? fn::to_half(m_kv_fmt.dequantise(code, p)) : q.decoded;
           data[a - addr] = static_cast<unsigned char>(out & 0xff);
           data[a - addr + 1] = static_cast<unsigned char>(out >> 8);
         }

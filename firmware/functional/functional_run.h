@@ -244,6 +244,15 @@ class functional_run : public functional_hooks, public fn::memory_port {
   std::vector<key_group_cache> m_key_groups;  // [layer][sequence][kv head][group]
   std::uint64_t m_key_group_count = 0;        // groups per head
   std::vector<std::uint16_t> m_q_row;         // scratch: a key row or a value group read back
+  // Per stored element of each layer's K and V values (read_quantised): the binary16 value and the
+  // group's scale and zero point it was last read with, its code and the code decoded. The same
+  // value at the same scale gives the same code: only a changed value or scale is quantised again.
+  struct quantised_element {
+    std::uint16_t stored = 0, decoded = 0;
+    std::uint32_t code = 0;
+    std::uint32_t scale_bits = 0x7fc00000u, zero_bits = 0x7fc00000u;  // NaN: never matches
+  };
+  std::vector<std::array<std::vector<quantised_element>, 2>> m_q_cache;
   std::vector<float> m_q_lo, m_q_hi;          // scratch: a key group's per-channel extremes
   std::vector<std::unique_ptr<fn::reference_model>> m_ref_fp;
   fn::quality_metrics m_quality_fp;

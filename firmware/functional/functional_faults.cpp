@@ -247,9 +247,9 @@ void functional_run::inject(std::uint64_t addr, unsigned char* data, std::uint64
       const std::uint64_t b = std::max(addr, r.addr), e = std::min(addr + len, r.addr + r.bytes);
       for (std::uint64_t a = b; a + 2 <= e;) {
         // A row of the layout at a time: (slot, sequence, KV head), head_dim elements.
-        const std::uint64_t hi = (a - r.addr) / 2 / m_hd, row_end = r.addr + (hi + 1) * m_hd * 2;
-        const unsigned kvh = unsigned(hi % m_kvh), sq = unsigned(hi / m_kvh % m_batch);
-        const std::uint64_t slot = hi / m_kvh / m_batch;
+        const kv_row row = row_at(r, a);
+        const std::uint64_t row_end = row.end, slot = row.slot;
+        const unsigned kvh = row.kvh, sq = row.seq;
         const head_slots& h = hs(l, sq, kvh);
         if (slot >= h.slot_pos.size() || h.slot_pos[slot] < 0) {  // not a stored token
           a += (row_end - a + 1) / 2 * 2;

@@ -86,6 +86,7 @@ void functional_run::read_quantised(std::uint64_t addr, unsigned char* data, std
   const unsigned G = m_kv_fmt.group(), bits = m_kv_fmt.bits();
   const std::uint32_t lsb = (1u << bits / 2) - 1, msb = ((1u << bits) - 1) & ~lsb;  // the LSB and MSB banks' bits
   const kv_format::group_params fixed = m_kv_fmt.params(0.0f, 0.0f);  // a format without groups: its one scale
+  const divider by_group(G ? G : 1);
   std::uint16_t* vals = m_q_row.data();  // a value group read back (G elements)
   for (unsigned l = 0; l < m_shape.layers; ++l)
     for (int v = 0; v < 2; ++v) {
@@ -95,9 +96,9 @@ void functional_run::read_quantised(std::uint64_t addr, unsigned char* data, std
       std::uint64_t vp_group = ~0ull;  // the value group vp is of (element index / G)
       for (std::uint64_t a = b; a + 2 <= e;) {
         // A row of the layout at a time: (slot, sequence, KV head), head_dim elements.
-        const std::uint64_t hi = (a - r.addr) / 2 / m_hd, row_end = r.addr + (hi + 1) * m_hd * 2;
-        const unsigned kvh = unsigned(hi % m_kvh), sq = unsigned(hi / m_kvh % m_batch);
-        const std::uint64_t slot = hi / m_kvh / m_batch;
+        const kv_row row = row_at(r, a);
+        const std::uint64_t row_end = row.end, slot = row.slot;
+        const unsigned kvh = row.kvh, sq = row.seq;
         const head_slots& h = hs(l, sq, kvh);
         if (slot >= h.slot_pos.size() || h.slot_pos[slot] < 0) {  // not a stored token
           a += (row_end - a + 1) / 2 * 2;
@@ -119,10 +120,10 @@ void functional_run::read_quantised(std::uint64_t addr, unsigned char* data, std
           if (!G) {
             p = fixed;
           } else if (!v) {
-            p = (*kg)[elem % m_hd];
+            p = (*kg)[m_hd_div.mod(elem)];
           } else {
-            if (elem / G != vp_group) {  // the value row's group of G channels, from its written values
-              vp_group = elem / G;
+            if (by_group.div(elem) != vp_group) {  // the value row's group of G channels, from its written values
+              vp_group = by_group.div(elem);
               const std::uint64_t g0 = r.addr + vp_group * G * 2;
               if (g0 >= addr && g0 + G * 2 <= addr + len)  // in this read, not yet rewritten (rows in order)
                 std::memcpy(vals, data + (g0 - addr), G * 2);

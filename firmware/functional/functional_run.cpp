@@ -22,6 +22,9 @@ functional_run::functional_run(const config_node& root, const config_node& wl, c
       m_kvh(shape.cache_heads()),
       m_heads(shape.heads),
       m_hd(shape.latent_kv() ? unsigned(shape.kv_half_width()) : shape.head_dim),
+      m_batch_div(m_batch),
+      m_kvh_div(m_kvh),
+      m_hd_div(m_hd),
       m_context(context),
       m_decode(decode),
       m_port("functional_port", [](tlm::tlm_generic_payload&, const sc_core::sc_time&) {}) {

@@ -29,6 +29,7 @@
 #include "firmware/schedulers/layer_ops.h"
 #include "firmware/workload/memory_plan.h"
 #include "models/compute/functional/engine.h"
+#include "platform/support/divider.h"
 #include "platform/tlm/at_initiator.h"
 
 #include <nlohmann/json.hpp>
@@ -132,6 +133,17 @@ class functional_run : public functional_hooks, public fn::memory_port {
   // that quantises (whose region is sized in the format's bytes) a region of binary16 values in DRAM
   // that the reads quantise (functional_quantised.cpp).
   const region& kv_region(unsigned l, bool v) const { return v ? m_kv_data[l][1] : m_kv_data[l][0]; }
+  // The row of a K or V region's layout ([slot][sequence][KV head][head_dim] elements) that byte
+  // address `a` falls in, and the address where that row ends.
+  struct kv_row {
+    std::uint64_t slot, end;
+    unsigned seq, kvh;
+  };
+  kv_row row_at(const region& r, std::uint64_t a) const {
+    const std::uint64_t row = m_hd_div.div((a - r.addr) / 2), head_row = m_kvh_div.div(row);
+    return {m_batch_div.div(head_row), r.addr + (row + 1) * m_hd * 2, unsigned(m_batch_div.mod(head_row)),
+            unsigned(m_kvh_div.mod(row))};
+  }
   void connect_quantised(memory_plan& plan);
   // A KV format that quantises (int8, int4, FP8): the KV values read in [addr, addr + len) as
   // the cache stores them (the format's codes, dequantised), with the faults in the stored codes.
@@ -201,6 +213,7 @@ class functional_run : public functional_hooks, public fn::memory_port {
   fn::quantised_model m_q;
   model_shape m_shape;
   unsigned m_batch, m_kvh, m_heads, m_hd;
+  divider m_batch_div, m_kvh_div, m_hd_div;  // by them, for the KV layout's rows (row_at)
   std::uint64_t m_context, m_decode, m_seed;
   at_initiator m_port;
   tlm::tlm_generic_payload m_dbg;  // the payload of debug()

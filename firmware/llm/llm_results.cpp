@@ -207,6 +207,8 @@ void llm_workload::add_results(nlohmann::json& r) const {
                                {"detailed_steps", m_detailed_steps},
                                {"extrapolated_steps", m_decode - std::min<std::uint64_t>(m_decode, m_detailed_steps)},
                                {"from_earlier_regimes", m_known_steps},
+                               {"regimes", m_regimes_started},
+                               {"carried_slopes", m_carried_slopes},
                                {"check", check(m_step_check)}}},
                    {"layers", {{"enabled", m_sample_layers},
                                {"extrapolated", m_layers_extrapolated},

@@ -88,7 +88,7 @@ void llm_workload::skip_layer(const pass_info& p, unsigned l, const layer_sample
   ++m_layers_extrapolated;
 }
 
-std::uint64_t llm_workload::regime(const pass_info& p) const {
+std::uint64_t llm_workload::regime(const pass_info& p, std::uint64_t* core) const {
   // Bit 0: a layer evicts; bit 1: a layer recomputes; above them, how many layers' x stores have
   // outgrown their slots (x read from DRAM instead of the layer's KV memory); hashed with where
   // every layer's activation buffers land (arena or DRAM) and how its attention groups KV heads,
@@ -107,9 +107,11 @@ std::uint64_t llm_workload::regime(const pass_info& p) const {
     where = splitmix64(where ^ m_ops->placement(p, l));
     if (!p.window.empty() && p.window[l] && p.attended(l) >= p.window[l]) ++full_windows;
   }
-  std::uint64_t h = splitmix64((r | outgrown << 2) ^ where);
-  if (full_windows) h = splitmix64(h ^ full_windows << 32);
-  if (r != all) h = splitmix64(h ^ which);
+  std::uint64_t c = splitmix64(r | outgrown << 2);
+  if (full_windows) c = splitmix64(c ^ full_windows << 32);
+  if (r != all) c = splitmix64(c ^ which);
+  if (core) *core = c;
+  const std::uint64_t h = splitmix64(c ^ where);
   return h == no_regime ? 0 : h;
 }
 
@@ -136,14 +138,34 @@ const llm_workload::step_sample* llm_workload::known_sample(std::uint64_t r, std
   for (const known_regime& k : m_known)
     if (k.regime == r)
       for (auto i = k.samples.rbegin(); i != k.samples.rend(); ++i)
-        if (i->shape == shape && (!found || (found->after_known && !i->after_known))) found = &*i;
+        if (!i->synthetic && i->shape == shape && (!found || (found->after_known && !i->after_known))) found = &*i;
   return found;
 }
 
-void llm_workload::enter_regime(std::uint64_t r, std::uint64_t shape, double x, unsigned s, bool force) {
+void llm_workload::enter_regime(std::uint64_t r, std::uint64_t core, std::uint64_t shape, double x, unsigned s) {
   // The cost driver as the last sample's: a steady state (a full window at the policy's budget),
-  // whose regimes need no slope; a step of one whose driver moves is simulated (skip_steps).
+  // whose regimes need no slope; a step of one whose driver moved is simulated (skip_steps).
   const bool steady = !m_samples.empty() && m_samples.back().x == x;
+  // Only the placement changed: the slope so far can be carried (one not yet used is kept).
+  carried_slope carry;
+  if (m_regime != no_regime && core == m_regime_core) {
+    if (m_carry.set)
+      carry = m_carry;
+    else if (m_samples.size() == 2 && m_samples.front().x != m_samples.back().x) {
+      const step_sample &a = m_samples.back(), &q = m_samples.front();
+      carry.set = true;
+      carry.dx = a.x - q.x;
+      carry.ddt = a.dt - q.dt;
+      carry.drouted = a.routed - q.routed;
+      carry.dd = a.d;
+      const std::vector<double> dq = align(q.d, a.d, std::nan(""));
+      for (std::size_t i = 0; i < dq.size(); ++i) carry.dd.values[i] = std::isnan(dq[i]) ? 0.0 : a.d.values[i] - dq[i];
+    }
+  }
+  m_carry = carried_slope{};
+  m_carry_open = false;
+  m_slope_pending = false;
+  m_flat.clear();
   if (m_regime != no_regime && !m_samples.empty()) {  // kept: its steps may come back
     auto old = std::find_if(m_known.begin(), m_known.end(), [&](const known_regime& k) { return k.regime == m_regime; });
     if (old != m_known.end()) m_known.erase(old);
@@ -152,6 +174,7 @@ void llm_workload::enter_regime(std::uint64_t r, std::uint64_t shape, double x, 
   }
   m_samples.clear();
   m_regime = r;
+  m_regime_core = core;
   auto k = std::find_if(m_known.begin(), m_known.end(), [&](const known_regime& e) { return e.regime == r; });
   if (k != m_known.end()) {
     const bool same = k->samples.back().shape == shape;
@@ -159,14 +182,64 @@ void llm_workload::enter_regime(std::uint64_t r, std::uint64_t shape, double x, 
     m_known.erase(k);
     if (same) return;
   }
+  ++m_regimes_started;
   if (steady) {
     // Right after steps of earlier regimes the step's sample also holds what they left live: the
     // next step in detail too, a sample without it (after_known).
     if (m_known_since_sample) m_force_detailed = 1;
     return;
   }
-  if (force) m_force_detailed = 1;
-  m_regime_start = s;
+  if (carry.set) {  // no geometric start: this step gives the offset, the next detailed the check
+    m_carry = std::move(carry);
+    ++m_carried_slopes;
+    return;
+  }
+  // This step in detail; the geometric start from it once its cost driver moves (a regime in
+  // which it does not, the policy at its budget, needs no slope; skip_steps simulates the first
+  // step that moves it).
+  m_slope_pending = true;
+  m_pending_start = s;
+}
+
+void llm_workload::close_carried_span(const step_sample& b) {
+  // The span's counters were n a + (a - q)/dx S + (routed terms), with q the synthetic sample; the
+  // regime's own slope between a and b replaces the carried one over S (the routed experts' part,
+  // fitted apart, stays as it was).
+  const bool open = m_carry_open;
+  m_carry_open = false;
+  if (!open || m_samples.size() != 2 || !m_samples.front().synthetic || m_carry_dx_sum == 0) return;
+  const step_sample &q = m_samples.front(), &a = m_samples.back();
+  if (b.x == a.x || a.x == q.x) return;
+  const std::vector<double> da = align(a.d, b.d), dq = align(q.d, b.d);
+  // What one more routed expert adds to each counter, the residual stream's lifetimes included
+  // (skip_steps adds them apart from the slope).
+  std::vector<double> u = align(m_routed->slope(), b.d);
+  const std::vector<lifetime_kind>& kinds = m_ops->lifetimes();
+  for (std::size_t k = 0; k < m_routed->outer().size() && k < kinds.size(); ++k) {
+    auto i = std::find(b.d.stats.begin(), b.d.stats.end(), kinds[k].total_s);
+    if (i != b.d.stats.end()) u[i - b.d.stats.begin()] += m_routed->outer()[k] * m_routed->slope_dt();
+  }
+  counter_snapshot fix = b.d;
+  for (std::size_t i = 0; i < fix.values.size(); ++i) {
+    const double own = (b.d.values[i] - da[i] - (b.routed - a.routed) * u[i]) / (b.x - a.x);
+    const double carried = (da[i] - dq[i] - (a.routed - q.routed) * u[i]) / (a.x - q.x);
+    fix.values[i] = m_carry_dx_sum * (own - carried);
+  }
+  add_to_counters(fix);
+  m_carry_dx_sum = 0;
+}
+
+llm_workload::step_sample llm_workload::carried_before(const step_sample& a) const {
+  step_sample q;
+  q.x = a.x - m_carry.dx;
+  q.dt = a.dt - m_carry.ddt;
+  q.routed = a.routed - m_carry.drouted;
+  q.shape = a.shape;
+  q.synthetic = true;
+  q.d = a.d;
+  const std::vector<double> dd = align(m_carry.dd, a.d);  // 0 for a counter new since
+  for (std::size_t i = 0; i < dd.size(); ++i) q.d.values[i] -= dd[i];
+  return q;
 }
 
 unsigned llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
@@ -183,7 +256,8 @@ unsigned llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
   const double routed_slope = q ? a->routed - q->routed : 0.0;
   double routed_extra = 0;  // sum over the skipped steps of (routed_j - routed_a)
   unsigned n = 0;           // the skipped steps of the current regime
-  // The skipped steps of earlier regimes: each from its regime's sample at its shape, as it was.
+  // The skipped steps of earlier regimes, each from its regime's sample at its shape, and those
+  // of the current one at a flat driver, from its sample at their shape: each as it was.
   struct known_use {
     const step_sample* sample;
     unsigned n;
@@ -193,30 +267,52 @@ unsigned llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
   for (unsigned s = first; s < end; ++s) {
     begin_decode_step(p, s);
     double dt = 0;
+    const step_sample* k = nullptr;  // a sample the step takes as it is
     if (const std::uint64_t r = regime(p); r != m_regime) {
-      const step_sample* k = m_known.empty() ? nullptr : known_sample(r, step_shape(p));
+      k = m_known.empty() ? nullptr : known_sample(r, step_shape(p));
       if (!k) {  // stop: this step is simulated in detail
         m_step_ready = true;
         m_force_detailed = 1;
         end = s;
         break;
       }
+      ++m_known_steps;
+      ++m_known_since_sample;
+    } else {
+      if ((!q || q->x == a->x) && cost_driver(p) != a->x) {  // no slope yet, and the driver moved
+        m_step_ready = true;
+        m_force_detailed = 1;
+        end = s;
+        break;
+      }
+      // The driver flat: a step at another shape than the last sample's (the partly placed
+      // layer's new slot on chip or in DRAM, which layers evict) takes the regime's sample at its
+      // shape, and one at a shape not seen yet is simulated (up to max_flat_shapes shapes).
+      if (!slope && !m_flat.empty()) {
+        const std::uint64_t shape = step_shape(p);
+        if (shape != a->shape) {
+          auto f = std::find_if(m_flat.begin(), m_flat.end(), [&](const step_sample& e) { return e.shape == shape; });
+          if (f != m_flat.end())
+            k = &*f;
+          else if (m_flat.size() < max_flat_shapes) {
+            m_step_ready = true;
+            m_force_detailed = 1;
+            end = s;
+            break;
+          }
+        }
+      }
+    }
+    if (k) {
       auto u = std::find_if(known.begin(), known.end(), [&](const known_use& e) { return e.sample == k; });
       if (u == known.end()) u = known.insert(known.end(), known_use{k, 0});
       ++u->n;
       const double routed = m_routing ? routed_experts(p) - k->routed : 0.0;
       routed_extra += routed;
       dt = std::max(0.0, k->dt + routed * u_dt);
-      ++m_known_steps;
-      ++m_known_since_sample;
     } else {
-      if (!q && cost_driver(p) != a->x) {  // one sample (a steady state's regime), and the driver moved
-        m_step_ready = true;
-        m_force_detailed = 1;
-        end = s;
-        break;
-      }
       ++n;
+      if (m_carry_open && q && q->synthetic) m_carry_dx_sum += cost_driver(p) - a->x;
       const double w = slope ? (cost_driver(p) - a->x) / (a->x - q->x) : 0.0;
       weights += w;
       const double routed = m_routing ? routed_experts(p) - a->routed : 0.0;

@@ -320,8 +320,9 @@ void llm_workload::run() {
   m_prefill_s = sc_core::sc_time_stamp().to_seconds();
   progress("decode step", 0, static_cast<unsigned>(m_decode));
   m_roof_decode->begin();
-  // Detailed: every k-th step, the last, and within each regime (the first from step 0) its
-  // steps 0, 1, 2, 4, 8, ... up to k: the slope that the skipped steps are extrapolated with
+  // Detailed: every k-th step, the last, and within each regime whose cost driver moves (the
+  // first from step 0) its steps 0, 1, 2, 4, 8, ... up to k (enter_regime: not after a change of
+  // placement alone, which carries the slope): the slope that the skipped steps are extrapolated with
   // comes from the last two detailed steps, and a sample's own error (a few microseconds, from
   // sampled layers or a refresh falling into it) divided by their distance lands on every skipped
   // step; spacing the first samples geometrically keeps the skipped span at most twice that
@@ -344,16 +345,18 @@ void llm_workload::run() {
     if (m_force_detailed) --m_force_detailed;
     if (!m_step_ready) begin_decode_step(p, s);
     m_step_ready = false;
-    // A new regime: a fresh slope from two of its steps (an earlier regime at its sample's shape:
-    // its samples).
-    if (const std::uint64_t r = regime(p); r != m_regime) enter_regime(r, step_shape(p), cost_driver(p), s, m_regime != no_regime);
+    // A new regime (enter_regime: its own slope, the slope carried over a change of placement, or
+    // an earlier regime's samples at its sample's shape).
+    std::uint64_t core = 0;
+    if (const std::uint64_t r = regime(p, &core); r != m_regime)
+      enter_regime(r, core, step_shape(p), cost_driver(p), s);
     const bool sampling = m_sample_every > 1;
     const counter_snapshot before = sampling ? snapshot_counters() : counter_snapshot{};
     // What the extrapolation would have given this step (a check of sampled decode: results,
     // sampling), when the two samples it would use are of its regime and steps were skipped.
     double predicted = -1;
-    if (sampling && m_samples.size() == 2 && m_skipped_since_sample) {
-      const step_sample &a = m_samples.back(), &q = m_samples.front();
+    if (sampling && !m_samples.empty() && m_skipped_since_sample) {
+      const step_sample &a = m_samples.back(), &q = m_samples.front();  // q: a when one sample
       const double w = a.x != q.x ? (cost_driver(p) - a.x) / (a.x - q.x) : 0.0;
       const double u_dt = m_routed->slope_dt();  // skip_steps' model
       const double routed = m_routing ? routed_experts(p) - a.routed : 0.0;
@@ -379,7 +382,8 @@ void llm_workload::run() {
                                  std::to_string(p.step) + " does not replay the placement it ran with");
     // The step's regime as it ran: where the buffers land is known once the layers have run a
     // decode pass (the first step), or changed with it; a sample before it is of another regime.
-    if (const std::uint64_t r = regime(p); r != m_regime) enter_regime(r, step_shape(p), cost_driver(p), s, !m_samples.empty());
+    if (const std::uint64_t r = regime(p, &core); r != m_regime)
+      enter_regime(r, core, step_shape(p), cost_driver(p), s);
     if (sampling) {
       step_sample smp;
       smp.x = cost_driver(p);
@@ -391,8 +395,31 @@ void llm_workload::run() {
       // the skipped span: a check of the regime's samples, not one of them (unless it has none;
       // the next one taken otherwise replaces it).
       smp.after_known = m_known_since_sample > 0;
+      // A new regime's second sample at another cost driver: its geometric start, from its first.
+      if (m_slope_pending && !m_samples.empty() && m_samples.back().x != smp.x) {
+        m_regime_start = m_pending_start;
+        m_slope_pending = false;
+      }
+      if (!smp.after_known) {  // the regime's samples by shape at a flat driver
+        if (!m_flat.empty() && m_flat.front().x != smp.x) m_flat.clear();
+        auto f = std::find_if(m_flat.begin(), m_flat.end(), [&](const step_sample& e) { return e.shape == smp.shape; });
+        if (f != m_flat.end())
+          *f = smp;
+        else if (m_flat.size() < max_flat_shapes)
+          m_flat.push_back(smp);
+      }
       if (!smp.after_known || m_samples.empty()) {
         if (!m_samples.empty() && m_samples.back().after_known) m_samples.pop_back();
+        // A regime's first sample with a carried slope: the synthetic one before it (a sample
+        // after steps of earlier regimes waits for the next).
+        if (m_carry.set && m_samples.empty() && !smp.after_known) {
+          m_samples.push_back(carried_before(smp));
+          m_carry.set = false;
+          m_carry_open = true;
+          m_carry_dx_sum = 0;
+        } else if (!smp.after_known) {
+          close_carried_span(smp);
+        }
         m_samples.push_back(std::move(smp));
         if (m_samples.size() > 2) m_samples.erase(m_samples.begin());
       }

@@ -61,6 +61,8 @@ class llm_workload : public workload {
     // Taken right after skipped steps extrapolated from earlier regimes: data that the regimes
     // between leave live in buffers of another layout die in it, their life the skipped span.
     bool after_known = false;
+    // Made, not simulated: the point a carried slope puts before a regime's first sample (below).
+    bool synthetic = false;
     counter_snapshot d;
   };
   // Mixture of experts: what one more routed expert adds to a decode layer, fitted over the
@@ -96,8 +98,30 @@ class llm_workload : public workload {
   // What decides the shape of a decode step beyond the cost driver: whether any layer evicts
   // (victim selection), whether any recomputes (AERP), and how many layers' x stores have moved
   // to DRAM. Samples of one regime are not extrapolated into another.
-  std::uint64_t regime(const pass_info& p) const;
+  // `core`, when given, gets the regime without where the activation buffers land and how the
+  // attention groups KV heads: two regimes of one core differ only in placement.
+  std::uint64_t regime(const pass_info& p, std::uint64_t* core = nullptr) const;
   static constexpr std::uint64_t no_regime = ~std::uint64_t(0);
+  // A new regime that differs from the one before only in placement (where a buffer lands, how
+  // many KV heads a group holds) keeps the old regime's slope in the cost driver, per counter,
+  // instead of starting its own geometric series of detailed steps: its first detailed step gives
+  // the offset (a synthetic sample one slope-distance before it); its next detailed step (the next
+  // k-th) checks the carried slope's time (sampling.decode.check) and gives the counters of the
+  // steps between by interpolation (close_carried_span).
+  struct carried_slope {
+    bool set = false;
+    double dx = 0, ddt = 0, drouted = 0;
+    counter_snapshot dd;  // per counter, the later sample's amount minus the earlier's
+  };
+  carried_slope m_carry;
+  // The synthetic sample before `a` (a regime's first) with the carried slope.
+  step_sample carried_before(const step_sample& a) const;
+  // The steps skipped with a carried slope: their counters are priced again, by interpolation
+  // between the regime's first sample and its next one, once that one is simulated (a regime left
+  // before its next sample keeps the carried slope's counters).
+  bool m_carry_open = false;
+  double m_carry_dx_sum = 0;  // over those steps, (their cost driver - the first sample's)
+  void close_carried_span(const step_sample& next);
   // Per layer, the tokens attended, the recomputed rows and x tokens and whether it evicts, as a
   // hash: two steps of one regime and one shape issue the same commands (and have one cost driver).
   std::uint64_t step_shape(const pass_info& p) const;
@@ -113,9 +137,11 @@ class llm_workload : public workload {
   const step_sample* known_sample(std::uint64_t r, std::uint64_t shape) const;
   // A detailed step at decode step s, of cost driver x, is of regime r (not the current one): the
   // current regime's samples are kept; r's own come back if its latest is at this step's shape,
-  // else r starts afresh: its first steps in detail (the next one too when `force`), unless the
-  // cost driver is the last sample's (a steady state: no slope to measure).
-  void enter_regime(std::uint64_t r, std::uint64_t shape, double x, unsigned s, bool force);
+  // else r starts afresh: this step in detail, and once a step's cost driver differs from this
+  // one's (that step simulated), the geometric series of detailed steps from this one (none while
+  // it does not: the policy at its budget; none either when the cost driver is the last sample's,
+  // a steady state, or when only the placement changed: a carried slope, below).
+  void enter_regime(std::uint64_t r, std::uint64_t core, std::uint64_t shape, double x, unsigned s);
   void decode_step_policy(pass_info& p);
   // Sets `p` up for decode step s (0-based) and lets the policies see the new token.
   void begin_decode_step(pass_info& p, unsigned s);
@@ -191,7 +217,17 @@ class llm_workload : public workload {
   unsigned m_known_steps = 0;                 // steps extrapolated from an earlier regime's sample
   unsigned m_known_since_sample = 0;          // of them since the last detailed step
   std::uint64_t m_regime = no_regime;         // of the last detailed step
+  std::uint64_t m_regime_core = no_regime;    // its core (regime())
   unsigned m_regime_start = 0;                // the decode step its regime began at
+  bool m_slope_pending = false;               // a new regime whose cost driver has not moved yet
+  unsigned m_pending_start = 0;               // the step it began at
+  unsigned m_regimes_started = 0;             // regimes begun afresh (not come back), the first too
+  unsigned m_carried_slopes = 0;              // of them, those that carried the slope before
+  // While the cost driver does not move (the policy at its budget), the regime's steps differ
+  // only in their shape (the partly placed layer's new slot on chip or in DRAM, which layers
+  // evict): its latest sample of each shape, at that driver (skip_steps).
+  std::vector<step_sample> m_flat;
+  static constexpr std::size_t max_flat_shapes = 4;
   unsigned m_force_detailed = 0;              // steps to simulate in detail whatever k says
   bool m_step_ready = false;                  // the next step's policy step is already taken
   double m_prefill_s = 0, m_decode_s = 0;

@@ -340,7 +340,6 @@ std::size_t kv_engine::victim(const head_state& hs, u64 newest) const {
   const double* score = hs.score.data();
   std::size_t best = n;
   u32 best_pos = 0;
-  double best_score = 0;
   if (m_p.victim == kv_engine_params::victim_rule::oldest) {
     for (std::size_t i = 0; i < n; ++i) {
       if (is_protected(pos[i], newest)) continue;
@@ -348,12 +347,72 @@ std::size_t kv_engine::victim(const head_state& hs, u64 newest) const {
     }
     return best;
   }
-  for (std::size_t i = 0; i < n; ++i) {
-    if (is_protected(pos[i], newest)) continue;
-    const double s = score[i];
-    if (best == n || s < best_score || (s == best_score && pos[i] < best_pos))
-      best = i, best_pos = pos[i], best_score = s;
+  // Without branches on the data: the least score among the unprotected tokens, then the oldest
+  // of those at it (the least position: a token is kept once per head), then where it is; the
+  // same choice as one pass keeping the best (scores are finite). Unprotected: sink_tokens <= p <
+  // newest - recent_window, one unsigned comparison (positions are below 2^24: check_tokens).
+  const u64 lo = m_p.sink_tokens, hi = newest >= m_p.recent_window ? newest - m_p.recent_window : 0;
+  if (hi <= lo) return n;
+  const u32 lo32 = static_cast<u32>(lo), span = static_cast<u32>(hi - lo);
+  constexpr double none = std::numeric_limits<double>::infinity();
+  constexpr u32 no_pos = std::numeric_limits<u32>::max();
+  double least = none;
+  std::size_t open = 0, i = 0;
+#if defined(__SSE2__)
+  // Four tokens at a time: their four 32-bit masks, widened to two pairs of 64-bit lanes.
+  const __m128i sign = _mm_set1_epi32(std::int32_t(0x80000000u)), lov = _mm_set1_epi32(std::int32_t(lo32));
+  const __m128i spanv = _mm_set1_epi32(std::int32_t(span ^ 0x80000000u));
+  auto unprotected = [&](std::size_t k) {  // all ones where pos[k + j] is unprotected
+    const __m128i d = _mm_sub_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pos + k)), lov);
+    return _mm_cmplt_epi32(_mm_xor_si128(d, sign), spanv);
+  };
+  const __m128d inf = _mm_set1_pd(none);
+  __m128d m01 = inf, m23 = inf;
+  __m128i count = _mm_setzero_si128();
+  for (; i + 4 <= n; i += 4) {
+    const __m128i ok = unprotected(i);
+    const __m128d ok01 = _mm_castsi128_pd(_mm_unpacklo_epi32(ok, ok)), ok23 = _mm_castsi128_pd(_mm_unpackhi_epi32(ok, ok));
+    const __m128d s01 = _mm_or_pd(_mm_and_pd(ok01, _mm_loadu_pd(score + i)), _mm_andnot_pd(ok01, inf));
+    const __m128d s23 = _mm_or_pd(_mm_and_pd(ok23, _mm_loadu_pd(score + i + 2)), _mm_andnot_pd(ok23, inf));
+    m01 = _mm_min_pd(s01, m01);
+    m23 = _mm_min_pd(s23, m23);
+    count = _mm_sub_epi32(count, ok);
   }
+  const __m128d m = _mm_min_pd(m01, m23);
+  least = std::min(_mm_cvtsd_f64(m), _mm_cvtsd_f64(_mm_unpackhi_pd(m, m)));
+  alignas(16) std::uint32_t c[4];
+  _mm_store_si128(reinterpret_cast<__m128i*>(c), count);
+  open = std::size_t(c[0]) + c[1] + c[2] + c[3];
+#endif
+  for (; i < n; ++i) {
+    const bool ok = pos[i] - lo32 < span;
+    if (ok && score[i] < least) least = score[i];
+    open += ok;
+  }
+  if (open == 0) return n;
+  u32 oldest = no_pos;
+  i = 0;
+#if defined(__SSE2__)
+  const __m128d l = _mm_set1_pd(least);
+  __m128i old = _mm_set1_epi32(std::int32_t(no_pos ^ 0x80000000u));  // sign-flipped: signed order
+  for (; i + 4 <= n; i += 4) {
+    const __m128i ok = unprotected(i);
+    const __m128 eq = _mm_shuffle_ps(_mm_castpd_ps(_mm_cmpeq_pd(_mm_loadu_pd(score + i), l)),
+                                     _mm_castpd_ps(_mm_cmpeq_pd(_mm_loadu_pd(score + i + 2), l)), _MM_SHUFFLE(2, 0, 2, 0));
+    const __m128i pick = _mm_and_si128(ok, _mm_castps_si128(eq));
+    const __m128i p = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pos + i)), sign);
+    const __m128i cand = _mm_or_si128(_mm_and_si128(pick, p), _mm_andnot_si128(pick, _mm_set1_epi32(std::int32_t(no_pos ^ 0x80000000u))));
+    const __m128i less = _mm_cmplt_epi32(cand, old);
+    old = _mm_or_si128(_mm_and_si128(less, cand), _mm_andnot_si128(less, old));
+  }
+  alignas(16) std::uint32_t o[4];
+  _mm_store_si128(reinterpret_cast<__m128i*>(o), _mm_xor_si128(old, sign));
+  oldest = std::min(std::min(o[0], o[1]), std::min(o[2], o[3]));
+#endif
+  for (; i < n; ++i)
+    if (pos[i] - lo32 < span && score[i] == least && pos[i] < oldest) oldest = pos[i];
+  for (i = 0; i < n; ++i)
+    if (pos[i] == oldest) return i;
   return best;
 }
 

@@ -42,31 +42,45 @@ void kv_engine::groups(layer_state& ls) {
   kv_layer_report& r = ls.rep;
   const u64 n = ls.groups_n;
   ls.groups_stale = false;
-  m_high.assign(n, 0);
-  m_seen.assign(n, 0);
-  double hkv = 0, lkv = 0;
+  // Counted without branches on the scores (above or below the median is a coin toss), in
+  // integers (the same sums as adding ones in double); x tokens' votes only when there are any.
+  const bool any_x = ls.x_tokens > 0;
+  if (any_x) {
+    m_high.assign(n, 0);
+    m_seen.assign(n, 0);
+  }
+  u64 hkv = 0, lkv = 0;
   for (head_state& hs : ls.heads) {
     if (hs.pos.empty()) continue;
     const double median = score_median(hs.score, hs.median, m_tmp);
-    for (std::size_t i = 0; i < hs.pos.size(); ++i) {
-      const bool high = hs.score[i] > median;
-      const u32 p = hs.pos[i];
-      if (ls.x[p])
-        m_high[p] += high;
-      else
-        (high ? hkv : lkv) += 1;
+    const std::size_t m = hs.pos.size();
+    const u32* pos = hs.pos.data();
+    const double* score = hs.score.data();
+    if (!any_x) {
+      u64 high = 0;
+      for (std::size_t i = 0; i < m; ++i) high += score[i] > median;
+      hkv += high;
+      lkv += m - high;
+      continue;
+    }
+    for (std::size_t i = 0; i < m; ++i) {
+      const unsigned high = score[i] > median, x = ls.x[pos[i]] != 0;
+      m_high[pos[i]] += high & x;
+      hkv += high & (x ^ 1u);
+      lkv += (high ^ 1u) & (x ^ 1u);
     }
   }
   double hx = 0, lx = 0;
-  for (head_state& hs : ls.heads)
-    for (u32 p : hs.pos)
-      if (ls.x[p] && !m_seen[p]) {
-        m_seen[p] = 1;
-        (2u * m_high[p] > ls.count[p] ? hx : lx) += 1;
-      }
+  if (any_x)
+    for (head_state& hs : ls.heads)
+      for (u32 p : hs.pos)
+        if (ls.x[p] && !m_seen[p]) {
+          m_seen[p] = 1;
+          (2u * m_high[p] > ls.count[p] ? hx : lx) += 1;
+        }
   const double xb = double(m_model.x_bytes_per_token()), pb = pair_bytes();
-  r.high_kv_pairs = hkv * m_head_scale;
-  r.low_kv_pairs = lkv * m_head_scale;
+  r.high_kv_pairs = double(hkv) * m_head_scale;
+  r.low_kv_pairs = double(lkv) * m_head_scale;
   r.high_x_tokens = hx;
   r.low_x_tokens = lx;
   r.high_bytes = r.high_kv_pairs * pb + hx * xb;

@@ -164,6 +164,7 @@ void llm_workload::enter_regime(std::uint64_t r, std::uint64_t core, std::uint64
   }
   m_carry = carried_slope{};
   m_carry_open = false;
+  m_carry_check_at = no_step;
   m_slope_pending = false;
   m_flat.clear();
   if (m_regime != no_regime && !m_samples.empty()) {  // kept: its steps may come back
@@ -189,8 +190,9 @@ void llm_workload::enter_regime(std::uint64_t r, std::uint64_t core, std::uint64
     if (m_known_since_sample) m_force_detailed = 1;
     return;
   }
-  if (carry.set) {  // no geometric start: this step gives the offset, the next detailed the check
+  if (carry.set) {  // no geometric start: this step gives the offset, a later one the check
     m_carry = std::move(carry);
+    m_carry_check_at = s + std::max(8u, m_sample_every / 8);
     ++m_carried_slopes;
     return;
   }
@@ -227,6 +229,12 @@ void llm_workload::close_carried_span(const step_sample& b) {
   }
   add_to_counters(fix);
   m_carry_dx_sum = 0;
+}
+
+const llm_workload::step_sample* llm_workload::flat_sample(std::uint64_t shape, double x) const {
+  for (const step_sample& e : m_flat)
+    if (e.shape == shape && e.x == x) return &e;
+  return nullptr;
 }
 
 llm_workload::step_sample llm_workload::carried_before(const step_sample& a) const {
@@ -291,9 +299,8 @@ unsigned llm_workload::skip_steps(pass_info& p, unsigned first, unsigned end) {
       if (!slope && !m_flat.empty()) {
         const std::uint64_t shape = step_shape(p);
         if (shape != a->shape) {
-          auto f = std::find_if(m_flat.begin(), m_flat.end(), [&](const step_sample& e) { return e.shape == shape; });
-          if (f != m_flat.end())
-            k = &*f;
+          if (const step_sample* f = flat_sample(shape, a->x))
+            k = f;
           else if (m_flat.size() < max_flat_shapes) {
             m_step_ready = true;
             m_force_detailed = 1;

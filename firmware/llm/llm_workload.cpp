@@ -330,7 +330,7 @@ void llm_workload::run() {
   auto detailed = [this](unsigned s) {
     const unsigned o = s - m_regime_start;
     return m_force_detailed > 0 || s % m_sample_every == 0 || (o < m_sample_every && (o & (o - 1)) == 0) ||
-           s + 1 == m_decode;
+           s == m_carry_check_at || s + 1 == m_decode;
   };
   for (unsigned s = 0; s < m_decode;) {
     if (!detailed(s)) {
@@ -356,7 +356,10 @@ void llm_workload::run() {
     // sampling), when the two samples it would use are of its regime and steps were skipped.
     double predicted = -1;
     if (sampling && !m_samples.empty() && m_skipped_since_sample) {
-      const step_sample &a = m_samples.back(), &q = m_samples.front();  // q: a when one sample
+      const step_sample &last = m_samples.back(), &q = m_samples.front();  // q: last when one sample
+      // At a flat driver, the regime's sample at this step's shape (skip_steps' model).
+      const step_sample* flat = last.x == q.x && !m_flat.empty() ? flat_sample(step_shape(p), last.x) : nullptr;
+      const step_sample& a = flat ? *flat : last;
       const double w = a.x != q.x ? (cost_driver(p) - a.x) / (a.x - q.x) : 0.0;
       const double u_dt = m_routed->slope_dt();  // skip_steps' model
       const double routed = m_routing ? routed_experts(p) - a.routed : 0.0;

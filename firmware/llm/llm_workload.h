@@ -105,15 +105,18 @@ class llm_workload : public workload {
   // A new regime that differs from the one before only in placement (where a buffer lands, how
   // many KV heads a group holds) keeps the old regime's slope in the cost driver, per counter,
   // instead of starting its own geometric series of detailed steps: its first detailed step gives
-  // the offset (a synthetic sample one slope-distance before it); its next detailed step (the next
-  // k-th) checks the carried slope's time (sampling.decode.check) and gives the counters of the
-  // steps between by interpolation (close_carried_span).
+  // the offset (a synthetic sample one slope-distance before it); its next detailed step (k/8
+  // steps later, at least 8, or the next k-th if sooner) checks the carried slope's time
+  // (sampling.decode.check), gives the counters of the steps between by interpolation
+  // (close_carried_span) and the regime's own slope from there.
   struct carried_slope {
     bool set = false;
     double dx = 0, ddt = 0, drouted = 0;
     counter_snapshot dd;  // per counter, the later sample's amount minus the earlier's
   };
   carried_slope m_carry;
+  static constexpr unsigned no_step = ~0u;
+  unsigned m_carry_check_at = no_step;  // the detailed step that checks a carried slope
   // The synthetic sample before `a` (a regime's first) with the carried slope.
   step_sample carried_before(const step_sample& a) const;
   // The steps skipped with a carried slope: their counters are priced again, by interpolation
@@ -228,6 +231,7 @@ class llm_workload : public workload {
   // evict): its latest sample of each shape, at that driver (skip_steps).
   std::vector<step_sample> m_flat;
   static constexpr std::size_t max_flat_shapes = 4;
+  const step_sample* flat_sample(std::uint64_t shape, double x) const;  // or null
   unsigned m_force_detailed = 0;              // steps to simulate in detail whatever k says
   bool m_step_ready = false;                  // the next step's policy step is already taken
   double m_prefill_s = 0, m_decode_s = 0;

@@ -164,7 +164,7 @@ void llm_workload::enter_regime(std::uint64_t r, std::uint64_t core, std::uint64
   }
   m_carry = carried_slope{};
   m_carry_open = false;
-  m_carry_check_at = no_step;
+  m_geometric_from = 1;
   m_slope_pending = false;
   m_flat.clear();
   if (m_regime != no_regime && !m_samples.empty()) {  // kept: its steps may come back
@@ -190,9 +190,10 @@ void llm_workload::enter_regime(std::uint64_t r, std::uint64_t core, std::uint64
     if (m_known_since_sample) m_force_detailed = 1;
     return;
   }
-  if (carry.set) {  // no geometric start: this step gives the offset, a later one the check
+  if (carry.set) {  // this step gives the offset, the geometric series from k/8 the check
     m_carry = std::move(carry);
-    m_carry_check_at = s + std::max(8u, m_sample_every / 8);
+    m_regime_start = s;
+    m_geometric_from = carry_check_offset();
     ++m_carried_slopes;
     return;
   }

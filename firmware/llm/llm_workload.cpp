@@ -329,8 +329,8 @@ void llm_workload::run() {
   // distance, where two adjacent steps would multiply it by up to k.
   auto detailed = [this](unsigned s) {
     const unsigned o = s - m_regime_start;
-    return m_force_detailed > 0 || s % m_sample_every == 0 || (o < m_sample_every && (o & (o - 1)) == 0) ||
-           s == m_carry_check_at || s + 1 == m_decode;
+    return m_force_detailed > 0 || s % m_sample_every == 0 ||
+           (o < m_sample_every && (o == 0 || o >= m_geometric_from) && (o & (o - 1)) == 0) || s + 1 == m_decode;
   };
   for (unsigned s = 0; s < m_decode;) {
     if (!detailed(s)) {
@@ -401,6 +401,7 @@ void llm_workload::run() {
       // A new regime's second sample at another cost driver: its geometric start, from its first.
       if (m_slope_pending && !m_samples.empty() && m_samples.back().x != smp.x) {
         m_regime_start = m_pending_start;
+        m_geometric_from = 1;
         m_slope_pending = false;
       }
       if (!smp.after_known) {  // the regime's samples by shape at a flat driver

@@ -105,18 +105,24 @@ class llm_workload : public workload {
   // A new regime that differs from the one before only in placement (where a buffer lands, how
   // many KV heads a group holds) keeps the old regime's slope in the cost driver, per counter,
   // instead of starting its own geometric series of detailed steps: its first detailed step gives
-  // the offset (a synthetic sample one slope-distance before it); its next detailed step (k/8
-  // steps later, at least 8, or the next k-th if sooner) checks the carried slope's time
-  // (sampling.decode.check), gives the counters of the steps between by interpolation
-  // (close_carried_span) and the regime's own slope from there.
+  // the offset (a synthetic sample one slope-distance before it); its geometric series of detailed
+  // steps begins at k/8 steps (at least 8) instead of 1: the first of them (or the next k-th step
+  // if sooner) checks the carried slope's time (sampling.decode.check), gives the counters of the
+  // steps between by interpolation (close_carried_span) and the regime's own slope from there.
   struct carried_slope {
     bool set = false;
     double dx = 0, ddt = 0, drouted = 0;
     counter_snapshot dd;  // per counter, the later sample's amount minus the earlier's
   };
   carried_slope m_carry;
-  static constexpr unsigned no_step = ~0u;
-  unsigned m_carry_check_at = no_step;  // the detailed step that checks a carried slope
+  // The first offset of the geometric series within a regime: 1, or carry_check_offset() for a
+  // regime that carried its slope (a power of two: k/8, at least 8).
+  unsigned m_geometric_from = 1;
+  unsigned carry_check_offset() const {
+    unsigned c = 8;
+    while (c * 2 <= m_sample_every / 8) c *= 2;
+    return c;
+  }
   // The synthetic sample before `a` (a regime's first) with the carried slope.
   step_sample carried_before(const step_sample& a) const;
   // The steps skipped with a carried slope: their counters are priced again, by interpolation

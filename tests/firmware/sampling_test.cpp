@@ -370,9 +370,9 @@ TEST_CASE("sampled decode: a change of the attention's head grouping starts a re
   // them, which an affine extrapolation does not follow (13 % off on the buffers' count before
   // the grouping was part of the regime). Each such regime differs from the one before only in
   // placement: it carries the slope so far, its first step gives the offset, and the counters
-  // of the steps before its next sample (8 steps later at most) are interpolated (before: each
-  // regime began its own geometric series, 29 of 64 steps simulated, 0.73 % off at most; now 15,
-  // 0.83 %).
+  // of the steps before its next sample (its geometric series from 8 steps) are interpolated
+  // (before: each regime began its own geometric series from 1 step, 29 of 64 steps simulated,
+  // 0.73 % off at most; now 13, 0.86 %).
   std::string where;
   nlohmann::json decode;
   const double d = growing_cache_in_small_arena(34, 16, where, decode);

@@ -30,7 +30,7 @@ std::shared_ptr<const packed_model> pack(const quantised_model& m) {
   return p;
 }
 
-void matvec(const packed_matrix& w, const float* x, float* y) {
+KELLE_AVX2_CLONES void matvec(const packed_matrix& w, const float* x, float* y) {
   // One accumulator per output row of a block, each summing its products in the order of i (the
   // same sums as a row at a time), the block's rows side by side: vectorisable.
   // Four groups of four rows: the form the compiler keeps in four vector registers.
@@ -214,7 +214,7 @@ void reference_model::latent_attention(unsigned l, std::uint64_t pos, const floa
   }
 }
 
-std::vector<float> reference_model::step(int token, const kept_fn& kept) {
+KELLE_AVX2_CLONES std::vector<float> reference_model::step(int token, const kept_fn& kept) {
   const llama_config& c = m_m.cfg;
   const unsigned d = c.dim, hd = c.head_dim(), kvd = c.kv_dim(), G = c.heads / c.kv_heads;
   const std::uint64_t pos = m_pos++;

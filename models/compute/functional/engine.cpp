@@ -37,18 +37,20 @@ std::vector<float> engine::gather(const operand_map* map, std::size_t p, std::ui
 
 void engine::gather(const operand_map* map, std::size_t p, std::uint64_t base, std::uint64_t rows, std::uint64_t cols,
                     std::vector<float>& v) {
-  v.assign(rows * cols, 0.0f);
   std::vector<std::uint16_t>& h = m_half;
+  const float* half = half_table();
   auto load = [&](std::uint64_t addr, std::size_t at, std::size_t n) {
     if (h.size() < n) h.resize(n);
     m_mem.read(addr, h.data(), n * 2);
     float* o = &v[at];
-    for (std::size_t i = 0; i < n; ++i) o[i] = from_half(h[i]);
+    for (std::size_t i = 0; i < n; ++i) o[i] = half[h[i]];
   };
-  if (!map) {
+  if (!map) {  // every element read
+    v.resize(rows * cols);
     load(base, 0, rows * cols);
     return;
   }
+  v.assign(rows * cols, 0.0f);
   if (p >= map->size()) throw std::logic_error("functional: operand map has too few products");
   for (const piece& pc : (*map)[p]) {
     if (pc.row >= rows || pc.col + pc.n > cols) throw std::logic_error("functional: piece outside its operand");
@@ -117,7 +119,7 @@ void engine::finish(const compute_block& block, const command& c) {
   per.erase(it);
 }
 
-void engine::gemm(const command& c, const desc* d, writes& w) {
+KELLE_AVX2_CLONES void engine::gemm(const command& c, const desc* d, writes& w) {
   const bool tr = c.op == opcode::gemm_transposed;
   const bool b16 = tr || (c.flags & flag_b_16bit);
   const std::uint64_t M = c.m, K = c.k, N = c.n, S = c.extra, Mp = M + S, B = c.batch ? c.batch : 1;

@@ -7,6 +7,16 @@
 #include <cstddef>
 #include <cstdint>
 
+// Functions whose loops these kernels are inlined into are also compiled for AVX2 (chosen at load
+// time by the CPU): eight float lanes instead of four, the same operations per element (AVX2
+// without FMA: a product and a sum stay two roundings), so the same results. Not under the
+// sanitizers, which instrument one version.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
+#define KELLE_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define KELLE_AVX2_CLONES
+#endif
+
 namespace kelle::fn {
 
 // o[n] += a x v[n] for n < N (v binary16 values as floats, or int8 weights).

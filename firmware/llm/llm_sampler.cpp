@@ -165,7 +165,7 @@ void llm_workload::enter_regime(std::uint64_t r, std::uint64_t core, std::uint64
   m_carry = carried_slope{};
   m_carry_open = false;
   m_geometric_from = 1;
-  m_slope_pending = false;
+  m_pending_start = no_step;
   m_flat.clear();
   if (m_regime != no_regime && !m_samples.empty()) {  // kept: its steps may come back
     auto old = std::find_if(m_known.begin(), m_known.end(), [&](const known_regime& k) { return k.regime == m_regime; });
@@ -200,8 +200,38 @@ void llm_workload::enter_regime(std::uint64_t r, std::uint64_t core, std::uint64
   // This step in detail; the geometric start from it once its cost driver moves (a regime in
   // which it does not, the policy at its budget, needs no slope; skip_steps simulates the first
   // step that moves it).
-  m_slope_pending = true;
   m_pending_start = s;
+}
+
+void llm_workload::keep_sample(step_sample smp) {
+  // A new regime's second sample at another cost driver: its geometric start, from its first.
+  if (m_pending_start != no_step && !m_samples.empty() && m_samples.back().x != smp.x) {
+    m_regime_start = m_pending_start;
+    m_geometric_from = 1;
+    m_pending_start = no_step;
+  }
+  if (!smp.after_known) {  // the regime's samples by shape at a flat driver
+    if (!m_flat.empty() && m_flat.front().x != smp.x) m_flat.clear();
+    auto f = std::find_if(m_flat.begin(), m_flat.end(), [&](const step_sample& e) { return e.shape == smp.shape; });
+    if (f != m_flat.end())
+      *f = smp;
+    else if (m_flat.size() < max_flat_shapes)
+      m_flat.push_back(smp);
+  }
+  if (smp.after_known && !m_samples.empty()) return;  // a check of the regime's samples only
+  if (!m_samples.empty() && m_samples.back().after_known) m_samples.pop_back();
+  // A regime's first sample with a carried slope: the synthetic one before it (a sample after
+  // steps of earlier regimes waits for the next).
+  if (m_carry.set && m_samples.empty() && !smp.after_known) {
+    m_samples.push_back(carried_before(smp));
+    m_carry.set = false;
+    m_carry_open = true;
+    m_carry_dx_sum = 0;
+  } else if (!smp.after_known) {
+    close_carried_span(smp);
+  }
+  m_samples.push_back(std::move(smp));
+  if (m_samples.size() > 2) m_samples.erase(m_samples.begin());
 }
 
 void llm_workload::close_carried_span(const step_sample& b) {

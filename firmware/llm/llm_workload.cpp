@@ -398,35 +398,7 @@ void llm_workload::run() {
       // the skipped span: a check of the regime's samples, not one of them (unless it has none;
       // the next one taken otherwise replaces it).
       smp.after_known = m_known_since_sample > 0;
-      // A new regime's second sample at another cost driver: its geometric start, from its first.
-      if (m_slope_pending && !m_samples.empty() && m_samples.back().x != smp.x) {
-        m_regime_start = m_pending_start;
-        m_geometric_from = 1;
-        m_slope_pending = false;
-      }
-      if (!smp.after_known) {  // the regime's samples by shape at a flat driver
-        if (!m_flat.empty() && m_flat.front().x != smp.x) m_flat.clear();
-        auto f = std::find_if(m_flat.begin(), m_flat.end(), [&](const step_sample& e) { return e.shape == smp.shape; });
-        if (f != m_flat.end())
-          *f = smp;
-        else if (m_flat.size() < max_flat_shapes)
-          m_flat.push_back(smp);
-      }
-      if (!smp.after_known || m_samples.empty()) {
-        if (!m_samples.empty() && m_samples.back().after_known) m_samples.pop_back();
-        // A regime's first sample with a carried slope: the synthetic one before it (a sample
-        // after steps of earlier regimes waits for the next).
-        if (m_carry.set && m_samples.empty() && !smp.after_known) {
-          m_samples.push_back(carried_before(smp));
-          m_carry.set = false;
-          m_carry_open = true;
-          m_carry_dx_sum = 0;
-        } else if (!smp.after_known) {
-          close_carried_span(smp);
-        }
-        m_samples.push_back(std::move(smp));
-        if (m_samples.size() > 2) m_samples.erase(m_samples.begin());
-      }
+      keep_sample(std::move(smp));
     }
     m_known_since_sample = 0;
     ++s;

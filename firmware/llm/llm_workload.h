@@ -228,8 +228,8 @@ class llm_workload : public workload {
   std::uint64_t m_regime = no_regime;         // of the last detailed step
   std::uint64_t m_regime_core = no_regime;    // its core (regime())
   unsigned m_regime_start = 0;                // the decode step its regime began at
-  bool m_slope_pending = false;               // a new regime whose cost driver has not moved yet
-  unsigned m_pending_start = 0;               // the step it began at
+  static constexpr unsigned no_step = ~0u;
+  unsigned m_pending_start = no_step;         // where a new regime whose driver has not moved began
   unsigned m_regimes_started = 0;             // regimes begun afresh (not come back), the first too
   unsigned m_carried_slopes = 0;              // of them, those that carried the slope before
   // While the cost driver does not move (the policy at its budget), the regime's steps differ
@@ -238,6 +238,9 @@ class llm_workload : public workload {
   std::vector<step_sample> m_flat;
   static constexpr std::size_t max_flat_shapes = 4;
   const step_sample* flat_sample(std::uint64_t shape, double x) const;  // or null
+  // Takes a detailed step's sample into the regime's: its slope samples (m_samples), its samples
+  // by shape at a flat driver, a carried slope's synthetic sample or the close of its span.
+  void keep_sample(step_sample smp);
   unsigned m_force_detailed = 0;              // steps to simulate in detail whatever k says
   bool m_step_ready = false;                  // the next step's policy step is already taken
   double m_prefill_s = 0, m_decode_s = 0;

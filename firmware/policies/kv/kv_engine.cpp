@@ -338,9 +338,9 @@ std::size_t kv_engine::victim(const head_state& hs, u64 newest) const {
   const std::size_t n = hs.pos.size();
   const u32* pos = hs.pos.data();
   const double* score = hs.score.data();
-  std::size_t best = n;
-  u32 best_pos = 0;
   if (m_p.victim == kv_engine_params::victim_rule::oldest) {
+    std::size_t best = n;
+    u32 best_pos = 0;
     for (std::size_t i = 0; i < n; ++i) {
       if (is_protected(pos[i], newest)) continue;
       if (best == n || pos[i] < best_pos) best = i, best_pos = pos[i];
@@ -394,14 +394,15 @@ std::size_t kv_engine::victim(const head_state& hs, u64 newest) const {
   i = 0;
 #if defined(__SSE2__)
   const __m128d l = _mm_set1_pd(least);
-  __m128i old = _mm_set1_epi32(std::int32_t(no_pos ^ 0x80000000u));  // sign-flipped: signed order
+  const __m128i no_posv = _mm_set1_epi32(std::int32_t(no_pos ^ 0x80000000u));  // sign-flipped: signed order
+  __m128i old = no_posv;
   for (; i + 4 <= n; i += 4) {
     const __m128i ok = unprotected(i);
     const __m128 eq = _mm_shuffle_ps(_mm_castpd_ps(_mm_cmpeq_pd(_mm_loadu_pd(score + i), l)),
                                      _mm_castpd_ps(_mm_cmpeq_pd(_mm_loadu_pd(score + i + 2), l)), _MM_SHUFFLE(2, 0, 2, 0));
     const __m128i pick = _mm_and_si128(ok, _mm_castps_si128(eq));
     const __m128i p = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pos + i)), sign);
-    const __m128i cand = _mm_or_si128(_mm_and_si128(pick, p), _mm_andnot_si128(pick, _mm_set1_epi32(std::int32_t(no_pos ^ 0x80000000u))));
+    const __m128i cand = _mm_or_si128(_mm_and_si128(pick, p), _mm_andnot_si128(pick, no_posv));
     const __m128i less = _mm_cmplt_epi32(cand, old);
     old = _mm_or_si128(_mm_and_si128(less, cand), _mm_andnot_si128(less, old));
   }
@@ -413,7 +414,7 @@ std::size_t kv_engine::victim(const head_state& hs, u64 newest) const {
     if (pos[i] - lo32 < span && score[i] == least && pos[i] < oldest) oldest = pos[i];
   for (i = 0; i < n; ++i)
     if (pos[i] == oldest) return i;
-  return best;
+  return n;  // not reached: an unprotected token has the least score
 }
 
 
